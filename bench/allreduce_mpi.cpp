@@ -1,0 +1,102 @@
+// gradsync's persistent reducer (Sum, fp32, each algorithm) against
+// MPI_Allreduce(MPI_IN_PLACE, ..., MPI_SUM) on the same buffer, 4 KiB ... 256 MiB.
+// Run on 2 ranks:  mpiexec -n 2 bench_allreduce_mpi   (GRADSYNC_BENCH_REPS=5 by default)
+// Rank 0 reports; every side is registered once per repetition, repetitions outermost, so
+// the sides interleave in time. The closing table gives medians, algbw, busbw and ratios.
+#include <gradsync/comm/mpi.hpp>
+#include <gradsync/gradsync.hpp>
+
+#include <mpi.h>
+
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "median_table.hpp"
+
+namespace {
+
+std::vector<float> buffer;
+std::unique_ptr<gradsync::mpi_communicator> comm;
+
+template <class Algorithm>
+void run_gradsync(benchmark::State& state, std::size_t count)
+{
+    gradsync::reducer<float, gradsync::mpi_communicator, gradsync::sum, Algorithm> reduce(*comm, count);
+    const std::span<float> data(buffer.data(), count);
+    reduce(data); // first touch of scratch, outside the timing
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (auto _ : state)
+        reduce(data);
+}
+
+void run_mpi(benchmark::State& state, std::size_t count)
+{
+    MPI_Allreduce(MPI_IN_PLACE, buffer.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (auto _ : state)
+        MPI_Allreduce(MPI_IN_PLACE, buffer.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+class null_reporter : public benchmark::BenchmarkReporter {
+public:
+    bool ReportContext(const Context&) override { return true; }
+    void ReportRuns(const std::vector<Run>&) override {}
+};
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    {
+        comm = std::make_unique<gradsync::mpi_communicator>(MPI_COMM_WORLD);
+        const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
+        const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 5;
+        std::vector<std::size_t> sizes;
+        for (std::size_t b = 4096; b <= (std::size_t(256) << 20); b *= 4)
+            sizes.push_back(b);
+        buffer.assign(sizes.back() / sizeof(float), 0.0f);
+        for (std::size_t i = 0; i < buffer.size(); ++i)
+            buffer[i] = float(i % 13) * 1e-3f;
+
+        using side_fn = void (*)(benchmark::State&, std::size_t);
+        const std::vector<std::pair<std::string, side_fn>> sides{
+            {"mpi_allreduce", run_mpi},
+            {"automatic", run_gradsync<gradsync::automatic>},
+            {"ring", run_gradsync<gradsync::ring>},
+            {"recursive_halving", run_gradsync<gradsync::recursive_halving>},
+            {"recursive_doubling", run_gradsync<gradsync::recursive_doubling>},
+        };
+        for (int rep = 0; rep < reps; ++rep)
+            for (std::size_t bytes : sizes)
+                for (const auto& [name, fn] : sides)
+                    benchmark::RegisterBenchmark(gradsync_bench::bench_name(name, bytes, rep).c_str(),
+                                                 [fn = fn, bytes](benchmark::State& s) { fn(s, bytes / sizeof(float)); })
+                        ->Iterations(gradsync_bench::iterations_for(bytes, 2e9, 5e-6, 0.05))
+                        ->Unit(benchmark::kMicrosecond)
+                        ->UseRealTime();
+
+        benchmark::Initialize(&argc, argv);
+        if (rank == 0) {
+            gradsync_bench::median_table table;
+            benchmark::RunSpecifiedBenchmarks(&table);
+            std::vector<std::string> names;
+            for (const auto& s : sides)
+                names.push_back(s.first);
+            std::printf("\n%d ranks, fp32 Sum", size);
+            table.print(names, "mpi_allreduce", sizes, 2.0 * (size - 1) / size);
+        } else {
+            null_reporter quiet;
+            benchmark::RunSpecifiedBenchmarks(&quiet);
+        }
+        comm.reset();
+    }
+    MPI_Finalize();
+    return 0;
+}

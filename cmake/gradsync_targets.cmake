@@ -1,0 +1,24 @@
+# Settings for the project's own programs (tests, benchmarks, examples): warnings are
+# errors, and GRADSYNC_SANITIZE adds sanitizers to every one of them.
+function(gradsync_program target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Werror)
+  if(GRADSYNC_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=${GRADSYNC_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    target_link_options(${target} PRIVATE -fsanitize=${GRADSYNC_SANITIZE})
+  endif()
+endfunction()
+
+# The MPI launcher with the flags a 2-core machine running as root needs. Open MPI refuses
+# to run as root without --allow-run-as-root and more ranks than cores without --oversubscribe.
+function(gradsync_mpiexec_command out ranks)
+  set(cmd ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks})
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE version ERROR_QUIET)
+  if(version MATCHES "Open MPI|OpenRTE")
+    list(APPEND cmd --oversubscribe)
+    execute_process(COMMAND id -u OUTPUT_VARIABLE uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(uid STREQUAL "0")
+      list(APPEND cmd --allow-run-as-root)
+    endif()
+  endif()
+  set(${out} ${cmd} ${MPIEXEC_PREFLAGS} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,86 @@
+// Recursive doubling: log2(P) rounds in which partners r and r XOR 2^k swap whole vectors
+// and both combine. The latency path for small messages.
+//
+// Cost (P = largest power of two <= N, M bytes per rank):
+//   log2(P)*(alpha + M*beta + M*gamma)
+// plus 2*alpha + 2*M*beta + M*gamma of folding when N is not a power of two. Messages are cut
+// to the transport's eager limit (a block of up to 16 eager messages goes as equal pieces),
+// since one rendezvous costs several eager sends on shared memory.
+//
+// Preconditions: any N >= 1 and any count; scratch holds the whole vector, so use it for
+// small messages (automatic does). Partners compute mine+theirs and theirs+mine, equal for
+// commutative policies except in NaN payloads, so NaNs are made canonical at the end and
+// every rank ends with bitwise identical data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <gradsync/algorithm/exchange.hpp>
+#include <gradsync/algorithm/schedule.hpp>
+#include <gradsync/communicator.hpp>
+#include <gradsync/kernels/host.hpp>
+#include <gradsync/types.hpp>
+
+namespace gradsync {
+
+template <element T, communicator C>
+class recursive_doubling_plan;
+
+struct recursive_doubling {
+    static constexpr std::uint32_t code = 3;
+    static constexpr const char* name = "recursive_doubling";
+    template <element T, communicator C>
+    using plan = recursive_doubling_plan<T, C>;
+};
+
+template <element T, communicator C>
+class recursive_doubling_plan {
+public:
+    recursive_doubling_plan(const C& comm, std::size_t count, const recursive_doubling&, const pipeline_options&)
+        : rank_(comm.rank()), size_(comm.size()), count_(count), fold_(size_), cut_{eager_limit(comm), 0},
+          scratch_(count), requests_(2 * cut_.messages<T>(count))
+    {
+        const int v = fold_.virtual_rank(rank_);
+        for (int mask = 1; v >= 0 && mask < fold_.pof2; mask <<= 1)
+            peers_.push_back(fold_.real_rank(v ^ mask));
+    }
+
+    std::size_t count() const noexcept { return count_; }
+
+    template <class Policy>
+    void run(C& comm, std::span<T> data, int tag)
+    {
+        const std::span<T> none, theirs(scratch_);
+        if (fold_.sits_out(rank_)) {
+            exchange<T>(comm, tag, rank_ + 1, data, rank_, none, cut_, requests_);
+            exchange<T>(comm, tag, rank_, none, rank_ + 1, data, cut_, requests_);
+            return;
+        }
+        if (fold_.absorbs(rank_)) {
+            exchange<T>(comm, tag, rank_, none, rank_ - 1, theirs, cut_, requests_);
+            Policy::template combine<T>(data, theirs);
+        }
+        for (int peer : peers_) {
+            exchange<T>(comm, tag, peer, data, peer, theirs, cut_, requests_);
+            Policy::template combine<T>(data, theirs);
+        }
+        Policy::template finish<T>(data, size_);
+        kernels::canonicalize_nan(data);
+        if (fold_.absorbs(rank_))
+            exchange<T>(comm, tag, rank_ - 1, data, rank_, none, cut_, requests_);
+    }
+
+private:
+    int rank_, size_;
+    std::size_t count_;
+    folding fold_;
+    message_cut cut_;
+    std::vector<int> peers_;
+    std::vector<T> scratch_;
+    std::vector<typename C::request> requests_; // after scratch_: pending requests die first
+};
+
+} // namespace gradsync

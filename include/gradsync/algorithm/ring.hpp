@@ -1,0 +1,74 @@
+// Ring allreduce: reduce-scatter then allgather around the ring r -> r+1, N-1 steps each.
+//
+// Cost (N ranks, M bytes per rank, alpha per message, beta per byte, gamma per byte
+// combined):  2*(N-1)*alpha + 2*(N-1)/N*M*beta + (N-1)/N*M*gamma
+// Every block is cut into pipeline segments (exchange_combine), so the combine of one
+// segment overlaps the transfer of the next.
+//
+// Preconditions: any N >= 1 and any count; with count < N some blocks are empty and their
+// messages are skipped on both sides. Block (r+1) mod N is finished by rank r alone and
+// then copied around, so every rank ends with bitwise identical data.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <gradsync/algorithm/exchange.hpp>
+#include <gradsync/algorithm/schedule.hpp>
+#include <gradsync/communicator.hpp>
+#include <gradsync/types.hpp>
+
+namespace gradsync {
+
+template <element T, communicator C>
+class ring_plan;
+
+struct ring {
+    static constexpr std::uint32_t code = 1;
+    static constexpr const char* name = "ring";
+    template <element T, communicator C>
+    using plan = ring_plan<T, C>;
+};
+
+template <element T, communicator C>
+class ring_plan {
+public:
+    ring_plan(const C& comm, std::size_t count, const ring&, const pipeline_options& pipe)
+        : rank_(comm.rank()), size_(comm.size()), count_(count), plain_{eager_limit(comm), 0},
+          piped_{eager_limit(comm), pipe.segment_bytes}
+    {
+        const std::size_t largest = block_of(count, size_, 0).size(); // block 0 is never smaller
+        scratch_.resize(scratch_elems<T>(largest, pipe));
+        requests_.resize(2 * std::max(piped_.messages<T>(largest), plain_.messages<T>(largest)));
+    }
+
+    std::size_t count() const noexcept { return count_; }
+
+    template <class Policy>
+    void run(C& comm, std::span<T> data, int tag)
+    {
+        const int n = size_, right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
+        auto chunk = [&](int c) {
+            const block b = block_of(count_, n, ((c % n) + n) % n);
+            return data.subspan(b.begin, b.size());
+        };
+        for (int s = 0; s + 1 < n; ++s)
+            exchange_combine<Policy, T>(comm, tag, right, chunk(rank_ - s), left, chunk(rank_ - s - 1), scratch_,
+                                        piped_, requests_);
+        Policy::template finish<T>(chunk(rank_ + 1), n);
+        for (int s = 0; s + 1 < n; ++s)
+            exchange<T>(comm, tag, right, chunk(rank_ + 1 - s), left, chunk(rank_ - s), plain_, requests_);
+    }
+
+private:
+    int rank_, size_;
+    std::size_t count_;
+    message_cut plain_, piped_;
+    std::vector<T> scratch_;
+    std::vector<typename C::request> requests_; // after scratch_: pending requests die first
+};
+
+} // namespace gradsync

@@ -1,0 +1,79 @@
+// Schedules: plain functions of (rank, size, count) that every algorithm plans with.
+//
+// block_of(count, parts, i): the i-th of `parts` contiguous, near-equal blocks; the first
+// count % parts blocks hold one extra element. Empty blocks are fine (count < parts).
+//
+// folding (MPICH's non-power-of-two step): with P the largest power of two <= N and
+// rem = N - P, rank 2i (i < rem) hands its vector to rank 2i+1 and sits out; the P
+// remaining ranks take virtual ranks 0..P-1 (odd r < 2rem -> r/2, r >= 2rem -> r - rem),
+// and the sitting-out ranks get the result back from their partner at the end.
+//
+// halving_schedule: vector halving with distance doubling over the P virtual ranks. At step
+// k (distance 2^k) the rank whose bit k is 0 keeps the lower half of its current range and
+// sends the upper half; its partner keeps the upper half. The allgather replays the steps
+// backwards with the roles of "send" and "keep" swapped.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <vector>
+
+namespace gradsync {
+
+struct block {
+    std::size_t begin = 0;
+    std::size_t end = 0;
+    std::size_t size() const noexcept { return end - begin; }
+    bool operator==(const block&) const = default;
+};
+
+constexpr block block_of(std::size_t count, int parts, int i) noexcept
+{
+    const std::size_t p = std::size_t(parts), k = std::size_t(i);
+    const std::size_t base = count / p, extra = count % p;
+    const std::size_t begin = k * base + (k < extra ? k : extra);
+    return {begin, begin + base + (k < extra ? 1 : 0)};
+}
+
+struct folding {
+    int size = 1;
+    int pof2 = 1;
+    int rem = 0;
+
+    constexpr explicit folding(int n) noexcept
+        : size(n), pof2(int(std::bit_floor(unsigned(n)))), rem(n - int(std::bit_floor(unsigned(n))))
+    {
+    }
+
+    // Even rank below 2*rem: gives its vector away and receives the result.
+    constexpr bool sits_out(int rank) const noexcept { return rank < 2 * rem && rank % 2 == 0; }
+    // Odd rank below 2*rem: absorbs its even neighbour before the power-of-two phase.
+    constexpr bool absorbs(int rank) const noexcept { return rank < 2 * rem && rank % 2 == 1; }
+    constexpr int virtual_rank(int rank) const noexcept
+    {
+        return sits_out(rank) ? -1 : rank < 2 * rem ? rank / 2 : rank - rem;
+    }
+    constexpr int real_rank(int vrank) const noexcept { return vrank < rem ? 2 * vrank + 1 : vrank + rem; }
+};
+
+struct halving_step {
+    int peer = 0;     // real rank of the partner
+    block send;       // the half given away in the reduce-scatter
+    block keep;       // the half reduced here
+};
+
+inline std::vector<halving_step> halving_schedule(const folding& f, int vrank, std::size_t count)
+{
+    std::vector<halving_step> steps;
+    block range{0, count};
+    for (int mask = 1; mask < f.pof2; mask <<= 1) {
+        const std::size_t mid = range.begin + range.size() / 2;
+        const block lower{range.begin, mid}, upper{mid, range.end};
+        const bool low = (vrank & mask) == 0;
+        steps.push_back({f.real_rank(vrank ^ mask), low ? upper : lower, low ? lower : upper});
+        range = steps.back().keep;
+    }
+    return steps;
+}
+
+} // namespace gradsync

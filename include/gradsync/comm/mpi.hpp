@@ -1,0 +1,151 @@
+// mpi_communicator: a non-owning wrapper of an MPI_Comm.
+//
+// Errors: the wrapper installs MPI_ERRORS_RETURN on the communicator for its lifetime (and
+// restores the previous handler after) so every failing MPI call becomes a
+// communication_error naming the call, the rank and MPI's own message.
+//
+// Large messages: MPI counts are int. A message of more than 2^31-1 bytes is sent as whole
+// 1 GiB elements of a contiguous datatype plus one tail message, so any size works with at
+// most two MPI requests per message and no allocation.
+//
+// eager_limit(): messages above it cost a rendezvous handshake. The default, 4000 bytes,
+// keeps payload plus Open MPI's shared-memory header within its 4 KiB eager fragment.
+#pragma once
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <utility>
+
+#include <gradsync/communicator.hpp>
+#include <gradsync/error.hpp>
+
+namespace gradsync {
+
+class mpi_communicator {
+public:
+    struct request {
+        MPI_Request part[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+        MPI_Datatype type[2] = {MPI_BYTE, MPI_BYTE};
+        int expected[2] = {-1, -1}; // receives: the count that must arrive
+        int peer = 0;
+    };
+
+    static constexpr std::size_t default_eager_limit = 4000;
+
+    explicit mpi_communicator(MPI_Comm comm, std::size_t eager = default_eager_limit) : comm_(comm), eager_(eager)
+    {
+        check(MPI_Comm_get_errhandler(comm_, &previous_), "MPI_Comm_get_errhandler");
+        check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+        check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+        check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+        check(MPI_Type_contiguous(1 << 30, MPI_BYTE, &gib_), "MPI_Type_contiguous");
+        check(MPI_Type_commit(&gib_), "MPI_Type_commit");
+    }
+
+    mpi_communicator(const mpi_communicator&) = delete;
+    mpi_communicator& operator=(const mpi_communicator&) = delete;
+
+    ~mpi_communicator()
+    {
+        MPI_Type_free(&gib_);
+        MPI_Comm_set_errhandler(comm_, previous_);
+        MPI_Errhandler_free(&previous_);
+    }
+
+    int rank() const noexcept { return rank_; }
+    int size() const noexcept { return size_; }
+    MPI_Comm native() const noexcept { return comm_; }
+    std::size_t eager_limit() const noexcept { return eager_; }
+
+    request isend(std::span<const std::byte> data, int peer, int tag)
+    {
+        request r;
+        post(const_cast<std::byte*>(data.data()), data.size(), peer, tag, r, isend_adapter, "MPI_Isend");
+        r.expected[0] = r.expected[1] = -1;
+        return r;
+    }
+
+    request irecv(std::span<std::byte> data, int peer, int tag)
+    {
+        request r;
+        post(data.data(), data.size(), peer, tag, r, irecv_adapter, "MPI_Irecv");
+        return r;
+    }
+
+    // A receive must get exactly the bytes it asked for: MPI reports a longer message as
+    // truncation, and a shorter one is caught here from the status.
+    void wait(request& r)
+    {
+        for (int i = 0; i < 2; ++i) {
+            if (r.part[i] == MPI_REQUEST_NULL)
+                continue;
+            MPI_Status status;
+            check(MPI_Wait(&r.part[i], &status), "MPI_Wait");
+            if (r.expected[i] < 0)
+                continue;
+            int got = 0;
+            check(MPI_Get_count(&status, r.type[i], &got), "MPI_Get_count");
+            if (got != r.expected[i])
+                throw communication_error("gradsync::mpi_communicator (rank " + std::to_string(rank_) + " of " +
+                                          std::to_string(size_) + "): a message from rank " + std::to_string(r.peer) +
+                                          " is shorter than the receive posted for it");
+        }
+    }
+
+private:
+    using start_fn = int (*)(void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+
+    static int irecv_adapter(void* buf, int n, MPI_Datatype t, int peer, int tag, MPI_Comm c, MPI_Request* r)
+    {
+        return MPI_Irecv(buf, n, t, peer, tag, c, r);
+    }
+    static int isend_adapter(void* buf, int n, MPI_Datatype t, int peer, int tag, MPI_Comm c, MPI_Request* r)
+    {
+        return MPI_Isend(buf, n, t, peer, tag, c, r);
+    }
+
+    void post(std::byte* p, std::size_t n, int peer, int tag, request& r, start_fn start, const char* what)
+    {
+        if (peer < 0 || peer >= size_)
+            throw usage_error("gradsync::mpi_communicator (rank " + std::to_string(rank_) + " of " +
+                              std::to_string(size_) + "): " + what + " to peer " + std::to_string(peer) +
+                              ", which is out of range");
+        r.peer = peer;
+        if (n <= std::size_t(INT_MAX)) {
+            r.expected[0] = int(n);
+            check(start(p, int(n), MPI_BYTE, peer, tag, comm_, &r.part[0]), what);
+            return;
+        }
+        const std::size_t whole = n >> 30, tail = n & ((std::size_t(1) << 30) - 1);
+        r.type[0] = gib_;
+        r.expected[0] = int(whole);
+        check(start(p, int(whole), gib_, peer, tag, comm_, &r.part[0]), what);
+        if (tail) {
+            r.expected[1] = int(tail);
+            check(start(p + (whole << 30), int(tail), MPI_BYTE, peer, tag, comm_, &r.part[1]), what);
+        }
+    }
+
+    void check(int rc, const char* what) const
+    {
+        if (rc == MPI_SUCCESS)
+            return;
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, text, &len);
+        throw communication_error("gradsync::mpi_communicator (rank " + std::to_string(rank_) + " of " +
+                                  std::to_string(size_) + "): " + what + " failed: " + std::string(text, std::size_t(len)));
+    }
+
+    MPI_Comm comm_;
+    std::size_t eager_;
+    int rank_ = -1, size_ = 0;
+    MPI_Errhandler previous_ = MPI_ERRHANDLER_NULL;
+    MPI_Datatype gib_ = MPI_DATATYPE_NULL;
+};
+
+} // namespace gradsync

@@ -1,0 +1,68 @@
+// The communicator concept: what an algorithm needs from a transport, and nothing more.
+//
+//   c.rank(), c.size()           this process's rank and the group's size
+//   c.isend(bytes, peer, tag)    start sending; returns a request
+//   c.irecv(bytes, peer, tag)    start receiving exactly bytes.size() bytes
+//   c.wait(request)              block until the request completes; throws gradsync::error
+//
+// Messages between one pair of ranks with one tag are matched in the order they were
+// posted (MPI's non-overtaking rule), so an algorithm can keep many messages in flight on
+// one tag. A sent buffer must stay untouched until its request completes. A receive whose
+// size differs from the matching send is a communication_error. A default-constructed
+// request is complete. Requests are movable so they can live in preallocated arrays.
+//
+// Optional: c.eager_limit() -> std::size_t, the largest message the transport delivers
+// without a rendezvous handshake; small-message algorithms cut their messages to fit.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <string>
+
+#include <gradsync/error.hpp>
+
+namespace gradsync {
+
+template <class C>
+concept communicator = std::default_initializable<typename C::request> &&
+    std::movable<typename C::request> &&
+    requires(C& c, const C& cc, std::span<const std::byte> out, std::span<std::byte> in, int peer, int tag,
+             typename C::request& req) {
+        { cc.rank() } -> std::convertible_to<int>;
+        { cc.size() } -> std::convertible_to<int>;
+        { c.isend(out, peer, tag) } -> std::same_as<typename C::request>;
+        { c.irecv(in, peer, tag) } -> std::same_as<typename C::request>;
+        c.wait(req);
+    };
+
+template <communicator C>
+std::size_t eager_limit(const C& c)
+{
+    if constexpr (requires { { c.eager_limit() } -> std::convertible_to<std::size_t>; })
+        return c.eager_limit();
+    else
+        return std::numeric_limits<std::size_t>::max();
+}
+
+template <communicator C, class T>
+typename C::request isend(C& c, std::span<const T> data, int peer, int tag)
+{
+    return c.isend(std::as_bytes(data), peer, tag);
+}
+
+template <communicator C, class T>
+typename C::request irecv(C& c, std::span<T> data, int peer, int tag)
+{
+    return c.irecv(std::as_writable_bytes(data), peer, tag);
+}
+
+// "rank R of N" prefix for messages, so every error says where it happened.
+template <communicator C>
+std::string where(const C& c)
+{
+    return "rank " + std::to_string(c.rank()) + " of " + std::to_string(c.size());
+}
+
+} // namespace gradsync

@@ -1,0 +1,20 @@
+// gradsync: gradient allreduce for data-parallel training.
+// This umbrella header includes everything that needs no outside library. Transports that
+// do are included by name: <gradsync/comm/mpi.hpp>, <gradsync/comm/boost_mpi.hpp>.
+#pragma once
+
+#include <gradsync/algorithm/automatic.hpp>
+#include <gradsync/algorithm/exchange.hpp>
+#include <gradsync/algorithm/recursive_doubling.hpp>
+#include <gradsync/algorithm/recursive_halving.hpp>
+#include <gradsync/algorithm/ring.hpp>
+#include <gradsync/algorithm/schedule.hpp>
+#include <gradsync/allreduce.hpp>
+#include <gradsync/comm/local.hpp>
+#include <gradsync/communicator.hpp>
+#include <gradsync/error.hpp>
+#include <gradsync/kernels/host.hpp>
+#include <gradsync/layout.hpp>
+#include <gradsync/policy/sum.hpp>
+#include <gradsync/types.hpp>
+#include <gradsync/verify.hpp>

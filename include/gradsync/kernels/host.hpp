@@ -1,0 +1,274 @@
+// Host kernels.
+//  Sum/Average: add (acc[i] = acc[i] + in[i]) and scale (x[i] = x[i] * f), computed in the
+//  element's accumulate type and rounded once per element.
+//  Adasum: triple (one pass: [a.b, a.a, b.b] in double) and scaled_add (one pass:
+//  out[i] = fma(ca, a[i], cb*b[i]) formed in double, rounded once to the element type; out
+//  may be a or b). The vector paths (AVX2+FMA, F16C for fp16) are chosen at run time; their
+//  summation order depends only on n, never on addresses, so equal inputs give equal bits.
+//
+// canonicalize_nan(x) replaces every NaN by the default quiet NaN. Addition is commutative
+// except for NaN payloads (x86 keeps one operand's, and the compiler may swap operands),
+// so an algorithm in which two ranks compute the same element uses it to agree on the bits.
+//
+// fp32/fp64 loops are written for the compiler's auto-vectorizer (restrict-qualified,
+// unit stride). g++ 12 does not vectorize _Float16, so fp16 goes through F16C (8 lanes of
+// cvtph2ps / cvtps2ph with round-to-nearest-even), selected at run time on CPUs that have
+// it; the scalar tail rounds identically, so results never depend on the path taken.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+
+#include <gradsync/types.hpp>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define GRADSYNC_HAVE_F16C_DISPATCH 1
+#endif
+
+namespace gradsync::kernels {
+
+template <class T>
+void add(std::span<T> acc, std::span<const T> in) noexcept
+{
+    T* __restrict a = acc.data();
+    const T* __restrict b = in.data();
+    const std::size_t n = acc.size();
+    for (std::size_t i = 0; i < n; ++i)
+        a[i] = a[i] + b[i];
+}
+
+template <class T>
+void canonicalize_nan(std::span<T> x) noexcept
+{
+    constexpr T quiet = std::numeric_limits<T>::quiet_NaN();
+    for (T& v : x)
+        v = v != v ? quiet : v;
+}
+
+template <class T>
+void scale(std::span<T> x, accumulate_t<T> factor) noexcept
+{
+    T* __restrict a = x.data();
+    const std::size_t n = x.size();
+    for (std::size_t i = 0; i < n; ++i)
+        a[i] = a[i] * factor;
+}
+
+namespace detail {
+
+inline half add_one(half a, half b) noexcept { return half(float(a) + float(b)); }
+inline half scale_one(half a, float f) noexcept { return half(float(a) * f); }
+
+#if GRADSYNC_HAVE_F16C_DISPATCH
+inline bool cpu_has_f16c() noexcept
+{
+    static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    return has;
+}
+
+__attribute__((target("avx,f16c"))) inline std::size_t add_f16c(half* a, const half* b, std::size_t n) noexcept
+{
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+        const __m256 y = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(a + i),
+                         _mm256_cvtps_ph(_mm256_add_ps(x, y), _MM_FROUND_TO_NEAREST_INT));
+    }
+    return i;
+}
+
+__attribute__((target("avx,f16c"))) inline std::size_t scale_f16c(half* a, float f, std::size_t n) noexcept
+{
+    const __m256 s = _mm256_set1_ps(f);
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(a + i),
+                         _mm256_cvtps_ph(_mm256_mul_ps(x, s), _MM_FROUND_TO_NEAREST_INT));
+    }
+    return i;
+}
+#endif
+
+} // namespace detail
+
+template <>
+inline void add<half>(std::span<half> acc, std::span<const half> in) noexcept
+{
+    std::size_t i = 0;
+#if GRADSYNC_HAVE_F16C_DISPATCH
+    if (detail::cpu_has_f16c())
+        i = detail::add_f16c(acc.data(), in.data(), acc.size());
+#endif
+    for (; i < acc.size(); ++i)
+        acc[i] = detail::add_one(acc[i], in[i]);
+}
+
+template <>
+inline void scale<half>(std::span<half> x, float factor) noexcept
+{
+    std::size_t i = 0;
+#if GRADSYNC_HAVE_F16C_DISPATCH
+    if (detail::cpu_has_f16c())
+        i = detail::scale_f16c(x.data(), factor, x.size());
+#endif
+    for (; i < x.size(); ++i)
+        x[i] = detail::scale_one(x[i], factor);
+}
+
+// On the bits, as comparisons of _Float16 are not vectorized.
+template <>
+inline void canonicalize_nan<half>(std::span<half> x) noexcept
+{
+    for (half& v : x) {
+        std::uint16_t bits;
+        std::memcpy(&bits, &v, sizeof bits);
+        bits = (bits & 0x7fffu) > 0x7c00u ? std::uint16_t(0x7e00u) : bits;
+        std::memcpy(&v, &bits, sizeof bits);
+    }
+}
+
+// [a.b, a.a, b.b] over a stretch of one layer, in double.
+struct dot_triple {
+    double ab = 0;
+    double aa = 0;
+    double bb = 0;
+
+    dot_triple& operator+=(const dot_triple& o) noexcept
+    {
+        ab += o.ab;
+        aa += o.aa;
+        bb += o.bb;
+        return *this;
+    }
+};
+
+namespace detail {
+
+template <class T>
+void triple_tail(const T* a, const T* b, std::size_t i, std::size_t n, dot_triple& t) noexcept
+{
+    for (; i < n; ++i) {
+        const double x = double(a[i]), y = double(b[i]);
+        t.ab += x * y;
+        t.aa += x * x;
+        t.bb += y * y;
+    }
+}
+
+template <class T>
+void scaled_add_tail(T* out, double ca, const T* a, double cb, const T* b, std::size_t i, std::size_t n) noexcept
+{
+    for (; i < n; ++i) // fma spelled out, so that no path depends on the compiler contracting
+        out[i] = T(std::fma(ca, double(a[i]), cb * double(b[i])));
+}
+
+#if GRADSYNC_HAVE_F16C_DISPATCH
+#define GRADSYNC_SIMD __attribute__((target("avx2,fma,f16c")))
+
+inline bool cpu_has_avx2() noexcept
+{
+    static const bool has =
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return has;
+}
+
+// Four elements widened to double, and four doubles rounded once back to the element type.
+GRADSYNC_SIMD inline __m256d load4(const double* p) noexcept { return _mm256_loadu_pd(p); }
+GRADSYNC_SIMD inline __m256d load4(const float* p) noexcept { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
+GRADSYNC_SIMD inline __m256d load4(const half* p) noexcept
+{
+    return _mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+GRADSYNC_SIMD inline void store4(double* p, __m256d v) noexcept { _mm256_storeu_pd(p, v); }
+GRADSYNC_SIMD inline void store4(float* p, __m256d v) noexcept { _mm_storeu_ps(p, _mm256_cvtpd_ps(v)); }
+// Four 64-bit lane masks as four 32-bit lane masks.
+GRADSYNC_SIMD inline __m128i narrow(__m256d mask) noexcept
+{
+    return _mm256_castsi256_si128(
+        _mm256_permutevar8x32_epi32(_mm256_castpd_si256(mask), _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0)));
+}
+// double -> fp16 rounded once: round to float with round-to-odd (nearest, then the truncated
+// neighbour with its last bit set if inexact), which float -> fp16 nearest-even then rounds
+// correctly, as float carries more than twice fp16's precision plus two bits.
+GRADSYNC_SIMD inline void store4(half* p, __m256d v) noexcept
+{
+    const __m128 nearest = _mm256_cvtpd_ps(v);
+    const __m256d back = _mm256_cvtps_pd(nearest);
+    const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+    const __m128i inexact = narrow(_mm256_cmp_pd(back, v, _CMP_NEQ_OQ));
+    const __m128i away = narrow(_mm256_cmp_pd(_mm256_and_pd(back, abs_mask), _mm256_and_pd(v, abs_mask), _CMP_GT_OQ));
+    __m128i bits = _mm_castps_si128(nearest);
+    bits = _mm_add_epi32(bits, away); // away is -1 where nearest rounded up in magnitude
+    bits = _mm_or_si128(bits, _mm_and_si128(inexact, _mm_set1_epi32(1)));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_cvtps_ph(_mm_castsi128_ps(bits), _MM_FROUND_TO_NEAREST_INT));
+}
+
+GRADSYNC_SIMD inline double hsum(__m256d v) noexcept
+{
+    const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+template <class T>
+GRADSYNC_SIMD dot_triple triple_simd(const T* a, const T* b, std::size_t n) noexcept
+{
+    __m256d ab0 = _mm256_setzero_pd(), aa0 = ab0, bb0 = ab0, ab1 = ab0, aa1 = ab0, bb1 = ab0;
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256d x0 = load4(a + i), y0 = load4(b + i), x1 = load4(a + i + 4), y1 = load4(b + i + 4);
+        ab0 = _mm256_fmadd_pd(x0, y0, ab0);
+        aa0 = _mm256_fmadd_pd(x0, x0, aa0);
+        bb0 = _mm256_fmadd_pd(y0, y0, bb0);
+        ab1 = _mm256_fmadd_pd(x1, y1, ab1);
+        aa1 = _mm256_fmadd_pd(x1, x1, aa1);
+        bb1 = _mm256_fmadd_pd(y1, y1, bb1);
+    }
+    dot_triple t{hsum(_mm256_add_pd(ab0, ab1)), hsum(_mm256_add_pd(aa0, aa1)), hsum(_mm256_add_pd(bb0, bb1))};
+    triple_tail(a, b, i, n, t);
+    return t;
+}
+
+template <class T>
+GRADSYNC_SIMD void scaled_add_simd(T* out, double ca, const T* a, double cb, const T* b, std::size_t n) noexcept
+{
+    const __m256d va = _mm256_set1_pd(ca), vb = _mm256_set1_pd(cb);
+    std::size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        store4(out + i, _mm256_fmadd_pd(va, load4(a + i), _mm256_mul_pd(vb, load4(b + i))));
+    scaled_add_tail(out, ca, a, cb, b, i, n);
+}
+#undef GRADSYNC_SIMD
+#endif
+
+} // namespace detail
+
+template <class T>
+dot_triple triple(std::span<const T> a, std::span<const T> b) noexcept
+{
+#if GRADSYNC_HAVE_F16C_DISPATCH
+    if (detail::cpu_has_avx2())
+        return detail::triple_simd(a.data(), b.data(), a.size());
+#endif
+    dot_triple t;
+    detail::triple_tail(a.data(), b.data(), 0, a.size(), t);
+    return t;
+}
+
+template <class T>
+void scaled_add(std::span<T> out, double ca, std::span<const T> a, double cb, std::span<const T> b) noexcept
+{
+#if GRADSYNC_HAVE_F16C_DISPATCH
+    if (detail::cpu_has_avx2())
+        return detail::scaled_add_simd(out.data(), ca, a.data(), cb, b.data(), out.size());
+#endif
+    detail::scaled_add_tail(out.data(), ca, a.data(), cb, b.data(), 0, out.size());
+}
+
+} // namespace gradsync::kernels

@@ -1,0 +1,53 @@
+// Adasum (Maleki et al., "Scaling Distributed Training with Adaptive Summation", 2020):
+// the adaptive combiner of two gradients a and b of one layer,
+//
+//   d = a.b, na = a.a, nb = b.b                      (all in double)
+//   ca = 1 - d/(2 na)  if na >= sqrt(DBL_MIN), else 1
+//   cb = 1 - d/(2 nb)  if nb >= sqrt(DBL_MIN), else 1
+//   A(a, b) = ca a + cb b                            (formed in double, rounded once)
+//
+// so A(x, 0) = x, A(0, 0) = 0, A(v, v) = v, and A(x, y) = x + y when x is orthogonal to y.
+// It is applied per layer of a fused buffer. Unlike Sum it is not elementwise: the
+// algorithms need the layer layout and a dot-product triple per layer, so every algorithm
+// has an Adasum plan of its own (chosen by the algorithm tag's plan<T, C, Policy>).
+#pragma once
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include <gradsync/kernels/host.hpp>
+#include <gradsync/types.hpp>
+
+namespace gradsync {
+
+struct adasum {
+    static constexpr std::uint32_t code = 3;
+    static constexpr const char* name = "adasum";
+
+    struct coefficients {
+        double a = 1;
+        double b = 1;
+    };
+
+    static coefficients from(const kernels::dot_triple& t) noexcept
+    {
+        const double guard = std::sqrt(DBL_MIN);
+        return {t.aa >= guard ? 1 - t.ab / (2 * t.aa) : 1.0, t.bb >= guard ? 1 - t.ab / (2 * t.bb) : 1.0};
+    }
+
+    // out = A(a, b) for one whole layer held locally; out may be a or b.
+    template <element T>
+    static void combine_layer(std::span<T> out, std::span<const T> a, std::span<const T> b) noexcept
+    {
+        const coefficients c = from(kernels::triple(a, b));
+        kernels::scaled_add(out, c.a, a, c.b, b);
+    }
+};
+
+template <class P>
+inline constexpr bool is_adasum = std::is_same_v<P, adasum>;
+
+} // namespace gradsync

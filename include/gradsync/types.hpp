@@ -1,0 +1,135 @@
+// Element types and their traits: which type accumulates them and how they are identified
+// across ranks. fp16 is IEEE binary16: the compiler's _Float16 where it has one (g++ 12),
+// otherwise a storage type with exact round-to-nearest-even conversions.
+#pragma once
+
+#include <bit>
+#include <concepts>
+#include <cstdint>
+#include <cstring>
+
+namespace gradsync {
+
+namespace detail {
+
+// Exact IEEE binary16 <-> binary32 conversions (round to nearest even), for compilers
+// without _Float16 and as an independent check of the ones that have it.
+inline float binary16_to_float(std::uint16_t h) noexcept
+{
+    const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16;
+    const std::uint32_t exp = (h >> 10) & 0x1fu;
+    std::uint32_t man = h & 0x3ffu;
+    std::uint32_t out;
+    if (exp == 0x1f) {
+        out = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {
+        out = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {
+        out = sign;
+    } else { // subnormal: normalize
+        std::uint32_t e = 113;
+        while ((man & 0x400u) == 0) {
+            man <<= 1;
+            --e;
+        }
+        out = sign | (e << 23) | ((man & 0x3ffu) << 13);
+    }
+    return std::bit_cast<float>(out);
+}
+
+inline std::uint16_t float_to_binary16(float f) noexcept
+{
+    const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+    const std::uint32_t sign = (x >> 16) & 0x8000u;
+    const std::uint32_t abs = x & 0x7fffffffu;
+    if (abs > 0x7f800000u) // NaN: keep it quiet and keep the top payload bits
+        return std::uint16_t(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+    if (abs >= 0x477ff000u) // Inf, or rounds to Inf
+        return std::uint16_t(sign | 0x7c00u);
+    if (abs < 0x38800000u) { // subnormal or zero in binary16
+        if (abs <= 0x33000000u) // at most half the smallest subnormal: ties go to even (zero)
+            return std::uint16_t(sign);
+        const std::uint32_t man = (abs & 0x7fffffu) | 0x800000u;
+        const std::uint32_t shift = 126u - (abs >> 23);
+        const std::uint32_t halfway = 1u << (shift - 1);
+        const std::uint32_t rest = man & ((1u << shift) - 1);
+        std::uint32_t r = man >> shift;
+        if (rest > halfway || (rest == halfway && (r & 1u)))
+            ++r;
+        return std::uint16_t(sign | r);
+    }
+    std::uint32_t r = abs - 0x38000000u; // rebias the exponent from 127 to 15
+    const std::uint32_t rest = r & 0x1fffu;
+    r >>= 13;
+    if (rest > 0x1000u || (rest == 0x1000u && (r & 1u)))
+        ++r;
+    return std::uint16_t(sign | r);
+}
+
+// double -> binary16 rounded once: to float with round-to-odd, then to binary16 (float has
+// more than twice binary16's precision plus two bits, so the second rounding is exact).
+inline std::uint16_t double_to_binary16(double d) noexcept
+{
+    float f = float(d);
+    if (double(f) != d && d == d) {
+        std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+        if ((double(f) < 0 ? -double(f) : double(f)) > (d < 0 ? -d : d))
+            --bits; // nearest rounded away from zero: step back to the truncation
+        f = std::bit_cast<float>(bits | 1u);
+    }
+    return float_to_binary16(f);
+}
+
+} // namespace detail
+
+#if defined(__FLT16_MANT_DIG__)
+using half = _Float16;
+#else
+// Storage-only binary16 for compilers without _Float16 (clang 14 on x86-64): arithmetic
+// converts to float, exactly as the accumulation rules ask.
+struct half {
+    std::uint16_t bits = 0;
+
+    half() = default;
+    half(float f) noexcept : bits(detail::float_to_binary16(f)) {}
+    explicit half(double d) noexcept : bits(detail::double_to_binary16(d)) {}
+    operator float() const noexcept { return detail::binary16_to_float(bits); }
+};
+#endif
+
+// Traits of an element type: the type its arithmetic is done in, a code that identifies it
+// across ranks, and its name for messages.
+template <class T>
+struct element_traits;
+
+template <>
+struct element_traits<half> {
+    using accumulate = float;
+    static constexpr std::uint32_t code = 0x10002;
+    static constexpr const char* name = "fp16";
+};
+
+template <>
+struct element_traits<float> {
+    using accumulate = float;
+    static constexpr std::uint32_t code = 0x20004;
+    static constexpr const char* name = "fp32";
+};
+
+template <>
+struct element_traits<double> {
+    using accumulate = double;
+    static constexpr std::uint32_t code = 0x20008;
+    static constexpr const char* name = "fp64";
+};
+
+template <class T>
+concept element = requires {
+    typename element_traits<T>::accumulate;
+    { element_traits<T>::code } -> std::convertible_to<std::uint32_t>;
+};
+
+template <element T>
+using accumulate_t = typename element_traits<T>::accumulate;
+
+} // namespace gradsync

@@ -1,0 +1,125 @@
+// Cross-rank agreement, checked when a reducer is planned and before any user data moves.
+//
+// Every rank describes its call in a fixed-size signature (element type, policy, algorithm
+// and its parameters, count, layer layout, message cutting) and the signatures are
+// allgathered around a ring (N-1 rounds of one small message; done once per plan). Every
+// rank then sees every signature and throws the same error, naming the ranks and values,
+// so disagreement ends in an exception everywhere instead of a hang or corrupted data.
+// The exchange uses its own tag so that ranks that disagree on the data tag still meet.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <gradsync/communicator.hpp>
+#include <gradsync/error.hpp>
+
+namespace gradsync {
+
+inline constexpr int verify_tag = 32766;
+
+struct signature {
+    enum field : std::size_t {
+        element_type,
+        policy,
+        algorithm,
+        algorithm_parameter,
+        count,
+        layer_sum,
+        layers,
+        layout_fingerprint,
+        segment_bytes,
+        window,
+        eager_limit,
+        tag,
+        field_count
+    };
+    std::array<std::uint64_t, field_count> value{};
+    std::array<std::array<char, 24>, 3> names{}; // element type, policy, algorithm
+
+    void name(field f, const char* s) noexcept
+    {
+        auto& dst = names[std::size_t(f)];
+        std::strncpy(dst.data(), s, dst.size() - 1);
+    }
+};
+
+namespace detail {
+
+inline std::string describe(const signature& s, signature::field f)
+{
+    if (f <= signature::algorithm)
+        return std::string(s.names[std::size_t(f)].data());
+    if (f == signature::layout_fingerprint) {
+        char hex[32];
+        std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(s.value[f]));
+        return std::string("sizes with fingerprint ") + hex;
+    }
+    return std::to_string(s.value[f]);
+}
+
+inline const char* field_title(signature::field f)
+{
+    static constexpr std::array<const char*, signature::field_count> titles{
+        "the element type", "the policy", "the algorithm", "the algorithm's parameter",
+        "the element count", "the sum of the layer sizes", "the number of layers", "the layer sizes",
+        "the pipeline segment size", "the pipeline window", "the eager message limit", "the message tag"};
+    return titles[f];
+}
+
+} // namespace detail
+
+// Throws usage_error (a rank's layers do not add up to its buffer, or its options are
+// invalid) or mismatch_error (ranks disagree) on every rank; returns normally only when
+// all signatures agree.
+template <communicator C>
+void verify_agreement(C& comm, const signature& mine, const char* who)
+{
+    const int n = comm.size(), r = comm.rank();
+    std::vector<signature> all(static_cast<std::size_t>(n));
+    all[std::size_t(r)] = mine;
+    for (int s = 0; s + 1 < n; ++s) {
+        const int send = (r - s + n) % n, recv = (r - s - 1 + n) % n;
+        auto rq = irecv(comm, std::span<signature>(&all[std::size_t(recv)], 1), (r + n - 1) % n, verify_tag);
+        auto sq = isend(comm, std::span<const signature>(&all[std::size_t(send)], 1), (r + 1) % n, verify_tag);
+        comm.wait(rq);
+        comm.wait(sq);
+    }
+    const std::string prefix = std::string(who) + " (" + where(comm) + "): ";
+    for (int k = 0; k < n; ++k) {
+        const signature& s = all[std::size_t(k)];
+        const std::string rank = "rank " + std::to_string(k);
+        if (s.value[signature::layer_sum] == std::numeric_limits<std::uint64_t>::max())
+            throw usage_error(prefix + rank + "'s layer sizes overflow when added up");
+        if (s.value[signature::layer_sum] != s.value[signature::count])
+            throw usage_error(prefix + rank + "'s layer sizes add up to " +
+                              std::to_string(s.value[signature::layer_sum]) + " elements but its buffer holds " +
+                              std::to_string(s.value[signature::count]));
+        if (s.value[signature::segment_bytes] == 0 || s.value[signature::window] == 0 ||
+            s.value[signature::window] > std::uint64_t(std::numeric_limits<int>::max()))
+            throw usage_error(prefix + rank + "'s pipeline options are invalid (segment_bytes " +
+                              std::to_string(s.value[signature::segment_bytes]) + ", window " +
+                              std::to_string(std::int64_t(s.value[signature::window])) + "; both must be positive)");
+    }
+    for (std::size_t f = 0; f < signature::field_count; ++f) {
+        const auto field = signature::field(f);
+        for (int k = 1; k < n; ++k) {
+            if (all[std::size_t(k)].value[f] == all[0].value[f] &&
+                (f > signature::algorithm || all[std::size_t(k)].names[f] == all[0].names[f]))
+                continue;
+            throw mismatch_error(prefix + "ranks disagree on " + detail::field_title(field) + ": rank 0 has " +
+                                 detail::describe(all[0], field) + ", rank " + std::to_string(k) + " has " +
+                                 detail::describe(all[std::size_t(k)], field));
+        }
+    }
+}
+
+} // namespace gradsync

@@ -1,0 +1,20 @@
+# Sourced by the set-up scripts: installs missing Debian packages when run as root,
+# otherwise prints the one apt-get line to run and stops.
+need_packages() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "gradsync needs these Debian packages; run:" >&2
+    echo "  sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+build_packages=(cmake g++ make)
+test_packages=("${build_packages[@]}" catch2 libbenchmark-dev openmpi-bin libopenmpi-dev libboost-mpi-dev)

@@ -1,0 +1,523 @@
+// The allreduce matrix and the misuse checks over a real transport, for the launcher's N.
+// Compiled twice: GRADSYNC_TEST_TRANSPORT_MPI (gradsync::mpi_communicator over MPI_COMM_WORLD)
+// and GRADSYNC_TEST_TRANSPORT_BOOST_MPI (gradsync::boost_mpi_communicator over
+// boost::mpi::communicator()).
+//
+// Every rank runs the same test cases in the same order, and every collective the tests use
+// (MPI_Allreduce to agree on outcomes) is called unconditionally, so a failed CHECK on one
+// rank never leaves another waiting. The process exit code is non-zero if any rank failed.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h> // getpid
+
+#if defined(GRADSYNC_TEST_TRANSPORT_BOOST_MPI)
+#include <boost/mpi/communicator.hpp>
+#include <boost/mpi/environment.hpp>
+#include <gradsync/comm/boost_mpi.hpp>
+using transport = gradsync::boost_mpi_communicator;
+static transport make_comm() { return transport(boost::mpi::communicator()); }
+#elif defined(GRADSYNC_TEST_TRANSPORT_MPI)
+#include <gradsync/comm/mpi.hpp>
+using transport = gradsync::mpi_communicator;
+static transport make_comm() { return transport(MPI_COMM_WORLD); }
+#else
+#error "define GRADSYNC_TEST_TRANSPORT_MPI or GRADSYNC_TEST_TRANSPORT_BOOST_MPI"
+#endif
+
+#include <gradsync/gradsync.hpp>
+
+#include "reference.hpp"
+
+namespace {
+
+int world_rank()
+{
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+int world_size()
+{
+    int n = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
+
+// Collective: true on every rank iff true on every rank.
+bool everywhere(bool mine)
+{
+    int in = mine ? 1 : 0, out = 0;
+    MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return out == 1;
+}
+
+// Collective: true iff every rank passed the same value.
+bool same_everywhere(std::uint64_t h)
+{
+    std::uint64_t lo = 0, hi = 0;
+    MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    return lo == hi;
+}
+
+// Runs a library call that should succeed. If it throws, the other ranks are (or soon will
+// be) blocked in a collective this rank will never join, so say what happened and abort the
+// whole job: a failed test instead of a hang until the timeout.
+template <class F>
+void must_succeed(const std::string& context, F&& f)
+{
+    try {
+        f();
+    } catch (const std::exception& e) {
+        std::cerr << "rank " << world_rank() << ": " << context << ": unexpected exception: " << e.what() << std::endl;
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+}
+
+template <class F>
+void with_policy(bool average, F&& f)
+{
+    if (average)
+        f(gradsync::average{});
+    else
+        f(gradsync::sum{});
+}
+
+template <class F>
+void for_each_type(F&& f)
+{
+    f(gradsync::half{});
+    f(float{});
+    f(double{});
+}
+
+enum variant : std::size_t { oneshot_int, reducer_int_a, reducer_random, reducer_int_b };
+const char* variant_name(std::size_t v)
+{
+    static constexpr const char* names[] = {"one-shot allreduce, integer data, uneven layers",
+                                            "reducer call 1, integer data", "reducer call 2, random data",
+                                            "reducer call 3, integer data"};
+    return names[v];
+}
+
+template <class T>
+std::vector<T> input(std::size_t v, std::uint64_t seed, int rank, std::size_t count)
+{
+    return v == reducer_random ? ref::random_data<T>(seed, rank, count) : ref::int_data<T>(seed, rank, count);
+}
+
+// Checks this rank's result against the reference (every rank regenerates every input) and,
+// collectively, that all ranks hold the same bytes.
+template <class T>
+void check_result(const std::vector<T>& got, std::size_t count, bool average, std::size_t v, std::uint64_t seed)
+{
+    const int n = world_size();
+    std::vector<std::vector<T>> inputs;
+    for (int r = 0; r < n; ++r)
+        inputs.push_back(input<T>(v, seed, r, count));
+    const std::string correct = v == reducer_random
+        ? ref::first_out_of_tolerance(got, ref::in_double(inputs, average), n)
+        : ref::first_difference(got, ref::exact(inputs, average));
+    const bool identical = same_everywhere(ref::fnv1a(got.data(), got.size() * sizeof(T)));
+    INFO("rank " << world_rank() << " of " << n << ", " << ref::type_name<T>() << ", count " << count << ", "
+                 << (average ? "average" : "sum") << ", " << variant_name(v));
+    CHECK(correct == "");
+    CHECK(identical);
+}
+
+template <class Algo>
+void run_matrix()
+{
+    transport comm = make_comm();
+    const int n = comm.size(), r = comm.rank();
+    REQUIRE(n == world_size());
+    REQUIRE(r == world_rank());
+    std::vector<std::size_t> counts{0, 1, 2, 7, 1000, 65537};
+    if (n - 1 > 2 && n - 1 != 7) // N-1 is new unless it is 0, 1, 2 or 7
+        counts.push_back(std::size_t(n - 1));
+    std::uint64_t seed = 1;
+    for_each_type([&](auto type) {
+        using T = decltype(type);
+        for (std::size_t count : counts)
+            for (bool average : {false, true})
+                with_policy(average, [&](auto policy) {
+                    using Policy = decltype(policy);
+                    const std::string context = std::string(Algo::name) + " " + ref::type_name<T>() + " count " +
+                        std::to_string(count) + " " + (average ? "average" : "sum");
+                    const std::vector<std::size_t> layers = ref::uneven_layers(count);
+                    std::vector<T> data = input<T>(oneshot_int, seed, r, count);
+                    must_succeed(context + " one-shot", [&] {
+                        gradsync::allreduce(comm, std::span<T>(data), Policy{}, Algo{},
+                                            std::span<const std::size_t>(layers));
+                    });
+                    check_result(data, count, average, oneshot_int, seed++);
+
+                    std::unique_ptr<gradsync::reducer<T, transport, Policy, Algo>> reduce;
+                    must_succeed(context + " reducer plan", [&] {
+                        reduce = std::make_unique<gradsync::reducer<T, transport, Policy, Algo>>(comm, count);
+                    });
+                    for (std::size_t v : {reducer_int_a, reducer_random, reducer_int_b}) {
+                        data = input<T>(v, seed, r, count);
+                        must_succeed(context + " reducer call", [&] { (*reduce)(std::span<T>(data)); });
+                        check_result(data, count, average, v, seed++);
+                    }
+                });
+    });
+}
+
+} // namespace
+
+TEST_CASE("mpi allreduce matrix: ring", "[allreduce]") { run_matrix<gradsync::ring>(); }
+TEST_CASE("mpi allreduce matrix: recursive_halving", "[allreduce]") { run_matrix<gradsync::recursive_halving>(); }
+TEST_CASE("mpi allreduce matrix: recursive_doubling", "[allreduce]") { run_matrix<gradsync::recursive_doubling>(); }
+TEST_CASE("mpi allreduce matrix: automatic", "[allreduce]") { run_matrix<gradsync::automatic>(); }
+
+namespace {
+
+enum class kind { ok, mismatch, usage, communication, other_gradsync, other };
+
+const char* kind_name(kind k)
+{
+    switch (k) {
+    case kind::ok: return "no error";
+    case kind::mismatch: return "mismatch_error";
+    case kind::usage: return "usage_error";
+    case kind::communication: return "communication_error";
+    case kind::other_gradsync: return "another gradsync::error";
+    case kind::other: return "another exception";
+    }
+    return "?";
+}
+
+template <class F>
+kind classify(F&& f, std::string& what)
+{
+    try {
+        f();
+        return kind::ok;
+    } catch (const gradsync::mismatch_error& e) {
+        what = e.what();
+        return kind::mismatch;
+    } catch (const gradsync::usage_error& e) {
+        what = e.what();
+        return kind::usage;
+    } catch (const gradsync::communication_error& e) {
+        what = e.what();
+        return kind::communication;
+    } catch (const gradsync::error& e) {
+        what = e.what();
+        return kind::other_gradsync;
+    } catch (const std::exception& e) {
+        what = e.what();
+        return kind::other;
+    }
+}
+
+template <class T>
+bool unchanged(const std::vector<T>& now, const std::vector<T>& before)
+{
+    return now.size() == before.size() && ref::same_bits(now.data(), before.data(), now.size() * sizeof(T));
+}
+
+// The last rank disagrees; every rank must see `expected`, with its buffer intact.
+template <class Body>
+void expect_everywhere(kind expected, const char* field, Body body)
+{
+    std::string what;
+    bool untouched = false;
+    const kind k = classify([&] { body(untouched); }, what);
+    const bool all = everywhere(k == expected);
+    INFO("rank " << world_rank() << ": " << kind_name(k) << ": " << what);
+    CHECK(kind_name(k) == std::string(kind_name(expected)));
+    CHECK_THAT(what, Catch::Matchers::Contains(field, Catch::CaseSensitive::No));
+    CHECK(untouched);
+    CHECK(all);
+}
+
+} // namespace
+
+TEST_CASE("mpi misuse: ranks that disagree get an error on every rank", "[misuse]")
+{
+    transport comm = make_comm();
+    const int n = comm.size(), r = comm.rank();
+    if (n == 1) {
+        SUCCEED("one rank has no one to disagree with");
+        return;
+    }
+    const bool odd = r == n - 1;
+
+    SECTION("count")
+    {
+        expect_everywhere(kind::mismatch, "count", [&](bool& untouched) {
+            std::vector<float> data = ref::int_data<float>(1, r, odd ? 1001 : 1000);
+            const std::vector<float> before = data;
+            try {
+                gradsync::allreduce(comm, std::span<float>(data), gradsync::sum{}, gradsync::recursive_halving{},
+                                    std::span<const std::size_t>());
+            } catch (...) {
+                untouched = unchanged(data, before);
+                throw;
+            }
+            untouched = unchanged(data, before);
+        });
+    }
+    SECTION("element type")
+    {
+        expect_everywhere(kind::mismatch, "type", [&](bool& untouched) {
+            if (odd) {
+                std::vector<double> data = ref::int_data<double>(1, r, 1000);
+                const std::vector<double> before = data;
+                try {
+                    gradsync::reducer<double, transport, gradsync::sum, gradsync::ring> reduce(comm, 1000);
+                    reduce(std::span<double>(data));
+                } catch (...) {
+                    untouched = unchanged(data, before);
+                    throw;
+                }
+                untouched = unchanged(data, before);
+            } else {
+                std::vector<float> data = ref::int_data<float>(1, r, 1000);
+                const std::vector<float> before = data;
+                try {
+                    gradsync::reducer<float, transport, gradsync::sum, gradsync::ring> reduce(comm, 1000);
+                    reduce(std::span<float>(data));
+                } catch (...) {
+                    untouched = unchanged(data, before);
+                    throw;
+                }
+                untouched = unchanged(data, before);
+            }
+        });
+    }
+    SECTION("algorithm")
+    {
+        expect_everywhere(kind::mismatch, "algorithm", [&](bool& untouched) {
+            std::vector<float> data = ref::int_data<float>(1, r, 1000);
+            const std::vector<float> before = data;
+            try {
+                if (odd)
+                    gradsync::allreduce(comm, std::span<float>(data), gradsync::sum{}, gradsync::ring{},
+                                        std::span<const std::size_t>());
+                else
+                    gradsync::allreduce(comm, std::span<float>(data), gradsync::sum{}, gradsync::recursive_doubling{},
+                                        std::span<const std::size_t>());
+            } catch (...) {
+                untouched = unchanged(data, before);
+                throw;
+            }
+            untouched = unchanged(data, before);
+        });
+    }
+    SECTION("layer sizes that do not add up")
+    {
+        expect_everywhere(kind::usage, "layer", [&](bool& untouched) {
+            std::vector<float> data = ref::int_data<float>(1, r, 1000);
+            const std::vector<float> before = data;
+            const std::vector<std::size_t> layers = odd ? std::vector<std::size_t>{500, 499} : std::vector<std::size_t>{500, 500};
+            try {
+                gradsync::allreduce(comm, std::span<float>(data), gradsync::sum{}, gradsync::ring{},
+                                    std::span<const std::size_t>(layers));
+            } catch (...) {
+                untouched = unchanged(data, before);
+                throw;
+            }
+            untouched = unchanged(data, before);
+        });
+    }
+}
+
+TEST_CASE("mpi communicator: non-overtaking order, zero-byte messages, size mismatches", "[comm]")
+{
+    transport comm = make_comm();
+    const int n = comm.size(), r = comm.rank();
+    if (n == 1) {
+        SUCCEED("needs two ranks");
+        return;
+    }
+    // Rank 0 and rank 1 talk; the others only join the collectives.
+    std::string what;
+    bool ok = true;
+    SECTION("messages on one tag arrive in posting order, zero-byte ones included")
+    {
+        // Equal sizes, distinct contents: only the order can make them land right. A zero-byte
+        // message sits in the middle of the stream; eager-sized and larger ones alternate.
+        constexpr int count = 12;
+        auto size_of = [](int i) { return i == 5 ? std::size_t(0) : (i % 2 ? std::size_t(64) : std::size_t(100000)); };
+        auto byte_of = [](int i, std::size_t j) { return std::byte(ref::key(std::uint64_t(i), 1, j)); };
+        std::vector<std::vector<std::byte>> buf(count);
+        for (int i = 0; i < count; ++i) {
+            buf[std::size_t(i)].resize(size_of(i));
+            for (std::size_t j = 0; j < size_of(i); ++j)
+                buf[std::size_t(i)][j] = r == 0 ? byte_of(i, j) : std::byte(0);
+        }
+        const kind k = classify(
+            [&] {
+                std::vector<transport::request> q;
+                if (r == 0)
+                    for (int i = 0; i < count; ++i)
+                        q.push_back(comm.isend(std::span<const std::byte>(buf[std::size_t(i)]), 1, 5));
+                else if (r == 1)
+                    for (int i = 0; i < count; ++i)
+                        q.push_back(comm.irecv(std::span<std::byte>(buf[std::size_t(i)]), 0, 5));
+                for (auto it = q.rbegin(); it != q.rend(); ++it) // completion order is irrelevant
+                    comm.wait(*it);
+            },
+            what);
+        ok = k == kind::ok;
+        if (r == 1)
+            for (int i = 0; i < count; ++i)
+                for (std::size_t j = 0; j < size_of(i); ++j)
+                    ok = ok && buf[std::size_t(i)][j] == byte_of(i, j);
+        INFO("rank " << r << ": " << kind_name(k) << " " << what);
+        CHECK(ok);
+    }
+    SECTION("a receive longer or shorter than the send is a communication_error")
+    {
+        for (std::size_t recv_size : {std::size_t(4), std::size_t(16)}) {
+            std::vector<std::byte> buf(r == 0 ? 8 : recv_size, std::byte(1));
+            kind k = kind::ok;
+            if (r == 0)
+                k = classify([&] { auto q = comm.isend(std::span<const std::byte>(buf), 1, 6); comm.wait(q); }, what);
+            if (r == 1)
+                k = classify([&] { auto q = comm.irecv(std::span<std::byte>(buf), 0, 6); comm.wait(q); }, what);
+            INFO("rank " << r << ", receive of " << recv_size << " bytes for 8 sent: " << kind_name(k) << " " << what);
+            if (r == 1)
+                CHECK(kind_name(k) == std::string(kind_name(kind::communication)));
+            else
+                CHECK((k == kind::ok || k == kind::communication)); // the sender may or may not be told
+            ok = ok && (r == 1 ? k == kind::communication : true);
+        }
+    }
+    CHECK(everywhere(ok));
+}
+
+TEST_CASE("mpi communicator: a peer out of range is an error, and a usage_error", "[.peers]")
+{
+    // error.hpp files a peer out of range under usage_error (local_group throws that). MPI
+    // itself reads -2 as MPI_PROC_NULL, a send that silently goes nowhere, -1 as
+    // MPI_ANY_SOURCE, and reports other bad ranks as MPI_ERR_RANK. Receives from -1 are left
+    // out: if accepted they would wait for any message.
+    transport comm = make_comm();
+    const int n = comm.size(), r = comm.rank();
+    std::vector<std::byte> buf(8, std::byte(1));
+    bool ok = true;
+    auto probe = [&](bool send, int peer) {
+        std::string what;
+        const kind k = classify(
+            [&] {
+                auto q = send ? comm.isend(std::span<const std::byte>(buf), peer, 7)
+                              : comm.irecv(std::span<std::byte>(buf), peer, 7);
+                comm.wait(q);
+            },
+            what);
+        INFO("rank " << r << ": " << (send ? "isend to" : "irecv from") << " peer " << peer << ": " << kind_name(k)
+                     << " " << what);
+        CHECK(k != kind::ok); // never silently accepted
+        CHECK(kind_name(k) == std::string(kind_name(kind::usage)));
+        ok = ok && k == kind::usage;
+    };
+    for (int peer : {n, n + 5, -1, -2, -7})
+        probe(true, peer);
+    for (int peer : {n, -2, -7})
+        probe(false, peer);
+    CHECK(everywhere(ok));
+}
+
+TEST_CASE("mpi: a message of 2^31 + 13 bytes from rank 0 to rank 1 arrives intact", "[.large_message]")
+{
+    // Past INT_MAX, so the transport must split it. The sender's buffer is written only at
+    // the samples (untouched pages read as zero without using memory); the receiver presets
+    // its samples to other values so a short or misplaced copy shows.
+    transport comm = make_comm();
+    if (comm.size() != 2) {
+        SUCCEED("runs with exactly two ranks");
+        return;
+    }
+    const std::size_t n = (std::size_t(1) << 31) + 13;
+    std::vector<std::size_t> samples;
+    for (std::size_t p = 0; p < n; p += (std::size_t(1) << 20) + 4093)
+        samples.push_back(p);
+    for (std::size_t p : {std::size_t(1), (std::size_t(1) << 30) - 1, std::size_t(1) << 30, (std::size_t(1) << 31) - 1,
+                          std::size_t(1) << 31, (std::size_t(1) << 31) + 1, n - 2, n - 1})
+        samples.push_back(p);
+    auto pattern = [](std::size_t p) { return std::byte(ref::mix(p) | 1); }; // never zero
+
+    std::unique_ptr<std::byte[]> buffer(new std::byte[n]);
+    for (std::size_t p : samples)
+        buffer[p] = comm.rank() == 0 ? pattern(p) : ~pattern(p);
+    std::string what;
+    const kind k = classify(
+        [&] {
+            auto q = comm.rank() == 0 ? comm.isend(std::span<const std::byte>(buffer.get(), n), 1, 11)
+                                      : comm.irecv(std::span<std::byte>(buffer.get(), n), 0, 11);
+            comm.wait(q);
+        },
+        what);
+    std::size_t bad = 0, first_bad = n;
+    if (comm.rank() == 1)
+        for (std::size_t p : samples)
+            if (buffer[p] != pattern(p) && bad++ == 0)
+                first_bad = p;
+    const bool all = everywhere(k == kind::ok && bad == 0);
+    INFO("rank " << comm.rank() << ": " << kind_name(k) << " " << what << "; first bad sample at " << first_bad);
+    CHECK(kind_name(k) == std::string(kind_name(kind::ok)));
+    CHECK(bad == 0);
+    CHECK(all);
+}
+
+int main(int argc, char** argv)
+{
+#if defined(GRADSYNC_TEST_TRANSPORT_BOOST_MPI)
+    boost::mpi::environment env(argc, argv, boost::mpi::threading::funneled);
+#else
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+#endif
+    const int rank = world_rank();
+    int failed = 0;
+    {
+        Catch::Session session;
+        failed = session.applyCommandLine(argc, argv);
+        // Ranks other than 0 report into a file that is shown only if that rank failed.
+        std::filesystem::path log;
+        if (failed == 0 && rank != 0 && session.configData().outputFilename.empty()) {
+            log = std::filesystem::temp_directory_path() /
+                ("gradsync-test-mpi-" + std::to_string(::getpid()) + "-rank" + std::to_string(rank) + ".log");
+            session.configData().outputFilename = log.string();
+        }
+        if (failed == 0)
+            failed = session.run();
+        if (!log.empty()) {
+            if (failed != 0) {
+                std::ifstream in(log);
+                std::ostringstream text;
+                text << in.rdbuf();
+                std::cerr << "==== rank " << rank << " ====\n" << text.str() << std::flush;
+            }
+            std::error_code ignored;
+            std::filesystem::remove(log, ignored);
+        }
+    }
+    int worst = 0;
+    MPI_Allreduce(&failed, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+#if !defined(GRADSYNC_TEST_TRANSPORT_BOOST_MPI)
+    MPI_Finalize();
+#endif
+    return worst == 0 ? 0 : 1;
+}

@@ -1,0 +1,194 @@
+// Element types: the exact binary16 conversions in gradsync::detail (used where the compiler
+// has no _Float16) checked against g++'s _Float16, and the element traits.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <gradsync/types.hpp>
+
+#include "reference.hpp"
+
+namespace {
+
+using gradsync::detail::binary16_to_float;
+using gradsync::detail::float_to_binary16;
+
+std::uint16_t bits_of(_Float16 h) { return std::bit_cast<std::uint16_t>(h); }
+std::uint32_t bits_of(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+// The compiler's conversion is the oracle. NaNs are compared by class and sign only: IEEE
+// leaves the payload of a converted NaN to the implementation.
+std::string check_to_half(float f)
+{
+    const std::uint16_t got = float_to_binary16(f);
+    const std::uint16_t want = bits_of(static_cast<_Float16>(f));
+    const bool got_nan = (got & 0x7c00u) == 0x7c00u && (got & 0x3ffu) != 0;
+    const bool want_nan = (want & 0x7c00u) == 0x7c00u && (want & 0x3ffu) != 0;
+    if (want_nan ? (got_nan && (got & 0x8000u) == (want & 0x8000u)) : got == want)
+        return "";
+    return "float bits " + std::to_string(bits_of(f)) + ": got half bits " + std::to_string(got) + ", want " +
+        std::to_string(want);
+}
+
+} // namespace
+
+TEST_CASE("half is the compiler's _Float16 on g++", "[types]")
+{
+    STATIC_REQUIRE(std::is_same_v<gradsync::half, _Float16>);
+    STATIC_REQUIRE(sizeof(gradsync::half) == 2);
+}
+
+TEST_CASE("binary16_to_float matches _Float16 on all 65536 bit patterns", "[types]")
+{
+    std::string first;
+    std::size_t bad = 0;
+    for (std::uint32_t h = 0; h <= 0xffffu; ++h) {
+        const float got = binary16_to_float(std::uint16_t(h));
+        const float want = static_cast<float>(std::bit_cast<_Float16>(std::uint16_t(h)));
+        bool ok;
+        if (std::isnan(want)) // class, sign and the payload bits below the quiet bit
+            ok = std::isnan(got) && std::signbit(got) == std::signbit(want) &&
+                ((bits_of(got) ^ bits_of(want)) & 0x003fe000u) == 0;
+        else
+            ok = bits_of(got) == bits_of(want);
+        if (!ok && bad++ == 0)
+            first = "half bits " + std::to_string(h) + ": got float bits " + std::to_string(bits_of(got)) +
+                ", want " + std::to_string(bits_of(want));
+    }
+    CHECK(first == "");
+    CHECK(bad == 0);
+}
+
+TEST_CASE("float_to_binary16 inverts binary16_to_float on every non-NaN half", "[types]")
+{
+    std::string first;
+    for (std::uint32_t h = 0; h <= 0xffffu && first.empty(); ++h) {
+        const float f = static_cast<float>(std::bit_cast<_Float16>(std::uint16_t(h)));
+        if (std::isnan(f))
+            continue;
+        if (float_to_binary16(f) != h)
+            first = "half bits " + std::to_string(h) + " -> " + std::to_string(float_to_binary16(f));
+    }
+    CHECK(first == "");
+}
+
+TEST_CASE("float_to_binary16 matches _Float16 on random floats", "[types]")
+{
+    // Random bit patterns cover every exponent (NaN, Inf, normal, subnormal, zero) evenly.
+    std::string first;
+    std::size_t bad = 0;
+    for (std::uint64_t i = 0; i < 4'000'000; ++i) {
+        const float f = std::bit_cast<float>(std::uint32_t(ref::mix(i)));
+        std::string e = check_to_half(f);
+        if (!e.empty() && bad++ == 0)
+            first = e;
+    }
+    CHECK(first == "");
+    CHECK(bad == 0);
+}
+
+TEST_CASE("float_to_binary16 rounds ties to even at every halfway point", "[types]")
+{
+    // For each pair of adjacent finite halves, the midpoint (exact in float) and its float
+    // neighbours: the round-to-nearest-even decisions, subnormals and the Inf threshold.
+    std::string first;
+    std::size_t bad = 0;
+    for (std::uint32_t h = 0; h < 0x7c00u; ++h) {
+        const float lo = static_cast<float>(std::bit_cast<_Float16>(std::uint16_t(h)));
+        const float hi = h + 1 == 0x7c00u ? 65536.0f : static_cast<float>(std::bit_cast<_Float16>(std::uint16_t(h + 1)));
+        const float mid = lo + (hi - lo) / 2;
+        for (float f : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY), lo, hi})
+            for (float s : {f, -f}) {
+                std::string e = check_to_half(s);
+                if (!e.empty() && bad++ == 0)
+                    first = e;
+            }
+    }
+    CHECK(first == "");
+    CHECK(bad == 0);
+}
+
+TEST_CASE("float_to_binary16 matches _Float16 across the subnormal band", "[types]")
+{
+    // Float bit patterns from below half the smallest subnormal (2^-26) up past the smallest
+    // normal (2^-14): every pattern near the edges, a stride through the middle.
+    std::string first;
+    std::size_t bad = 0;
+    auto probe = [&](std::uint32_t b) {
+        for (std::uint32_t s : {0u, 0x80000000u}) {
+            std::string e = check_to_half(std::bit_cast<float>(b | s));
+            if (!e.empty() && bad++ == 0)
+                first = e;
+        }
+    };
+    for (std::uint32_t b = 0x32800000u; b <= 0x38900000u; b += 61)
+        probe(b);
+    for (std::uint32_t edge : {0x33000000u, 0x33800000u, 0x38800000u, 0x477fe000u, 0x477ff000u, 0x7f800000u})
+        for (std::uint32_t b = edge - 0x4000u; b <= edge + 0x4000u; ++b)
+            probe(b);
+    CHECK(first == "");
+    CHECK(bad == 0);
+}
+
+TEST_CASE("double_to_binary16 rounds once, like _Float16's conversion from double", "[types]")
+{
+    // Rounding through float first would be wrong just beside every halfway point: a double
+    // a hair above a midpoint rounds to the midpoint in float, which then ties to even.
+    // Probe each midpoint and its double neighbours, plus random doubles of every magnitude.
+    using gradsync::detail::double_to_binary16;
+    std::string first;
+    std::size_t bad = 0;
+    auto probe = [&](double d) {
+        for (double s : {d, -d}) {
+            const std::uint16_t got = double_to_binary16(s);
+            const std::uint16_t want = bits_of(static_cast<_Float16>(s));
+            const bool want_nan = (want & 0x7c00u) == 0x7c00u && (want & 0x3ffu) != 0;
+            const bool got_nan = (got & 0x7c00u) == 0x7c00u && (got & 0x3ffu) != 0;
+            if ((want_nan ? got_nan : got == want) || bad++ != 0)
+                continue;
+            first = "double bits " + std::to_string(std::bit_cast<std::uint64_t>(s)) + ": got half bits " +
+                std::to_string(got) + ", want " + std::to_string(want);
+        }
+    };
+    for (std::uint32_t h = 0; h < 0x7c00u; ++h) {
+        const double lo = static_cast<double>(std::bit_cast<_Float16>(std::uint16_t(h)));
+        const double hi = h + 1 == 0x7c00u ? 65536.0 : static_cast<double>(std::bit_cast<_Float16>(std::uint16_t(h + 1)));
+        const double mid = lo + (hi - lo) / 2;
+        for (double d : {mid, std::nextafter(mid, 0.0), std::nextafter(mid, INFINITY), std::nextafter(lo, INFINITY)})
+            probe(d);
+    }
+    for (std::uint64_t i = 0; i < 1'000'000; ++i) {
+        const std::uint64_t k = ref::mix(i + 0x5eed);
+        // exponents from 2^-40 to 2^20 (beyond both ends of binary16), random mantissa
+        const std::uint64_t exp = 1023 - 40 + (k >> 52) % 61;
+        probe(std::bit_cast<double>((exp << 52) | (k & 0xfffffffffffffull)));
+    }
+    for (double d : {0.0, 1e-300, 1e300, double(INFINITY), double(NAN), 65519.999999, 65520.0, 0x1.0p-25,
+                     0x1.0000000000001p-25})
+        probe(d);
+    CHECK(first == "");
+    CHECK(bad == 0);
+}
+
+TEST_CASE("element traits: distinct codes, the contract's accumulate types", "[types]")
+{
+    using gradsync::element_traits;
+    using gradsync::half;
+    STATIC_REQUIRE(gradsync::element<half>);
+    STATIC_REQUIRE(gradsync::element<float>);
+    STATIC_REQUIRE(gradsync::element<double>);
+    STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<half>, float>);
+    STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<float>, float>);
+    STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<double>, double>);
+    const std::uint32_t codes[] = {element_traits<half>::code, element_traits<float>::code, element_traits<double>::code};
+    CHECK(codes[0] != codes[1]);
+    CHECK(codes[0] != codes[2]);
+    CHECK(codes[1] != codes[2]);
+    CHECK(std::string(element_traits<half>::name) != element_traits<float>::name);
+    CHECK(std::string(element_traits<float>::name) != element_traits<double>::name);
+}
