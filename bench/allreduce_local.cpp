@@ -1,11 +1,13 @@
 // local_group allreduce (Sum, fp32, automatic) against a memcpy of the same bytes,
 // 4 KiB ... 256 MiB, for 2 and 4 ranks as threads of this process.
-// Rank 0 drives Google Benchmark; the other ranks follow it through a barrier, so one
+// Rank 0 drives Google Benchmark; before each benchmark a barrier tells the other ranks its
+// size and (fixed) iteration count, and they run that many allreduces alongside, so one
 // benchmark iteration is one allreduce on every rank. Sides interleave by repetition.
 #include <gradsync/gradsync.hpp>
 
 #include <atomic>
 #include <barrier>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -31,13 +33,12 @@ void run_group(int ranks, const std::vector<std::size_t>& all_sizes, int reps, g
     std::vector<std::vector<float>> data(std::size_t(ranks), std::vector<float>(all_sizes.back() / sizeof(float), 1.0f));
     std::vector<float> copy_src(all_sizes.back() / sizeof(float), 1.0f), copy_dst(copy_src.size());
     std::barrier sync(ranks);
-    std::atomic<std::size_t> command{0}; // bytes of the next allreduce; 0 ends the run
+    std::atomic<std::size_t> command{0}; // bytes of the next benchmark; 0 ends the run
+    std::atomic<std::int64_t> iterations{0};
 
     group.run([&](gradsync::local_communicator& comm) {
         auto& mine = data[std::size_t(comm.rank())];
         if (comm.rank() != 0) {
-            // Follow rank 0: a barrier announces each benchmark (command = its bytes, 0 = done),
-            // then one barrier per iteration; command 0 at an iteration barrier ends it.
             for (;;) {
                 sync.arrive_and_wait();
                 const std::size_t bytes = command.load();
@@ -45,12 +46,8 @@ void run_group(int ranks, const std::vector<std::size_t>& all_sizes, int reps, g
                     return;
                 gradsync::reducer<float, gradsync::local_communicator> reduce(comm, bytes / sizeof(float));
                 const std::span<float> v(mine.data(), bytes / sizeof(float));
-                for (;;) {
-                    sync.arrive_and_wait();
-                    if (command.load() == 0)
-                        break;
+                for (std::int64_t i = iterations.load(); i > 0; --i)
                     reduce(v);
-                }
             }
         }
         const std::string tag = std::to_string(ranks) + "ranks";
@@ -70,17 +67,14 @@ void run_group(int ranks, const std::vector<std::size_t>& all_sizes, int reps, g
                     ->Unit(benchmark::kMicrosecond);
                 benchmark::RegisterBenchmark(
                     gradsync_bench::bench_name("allreduce_" + tag, bytes, rep).c_str(),
-                    [&, bytes](benchmark::State& s) {
+                    [&, bytes, iters](benchmark::State& s) {
                         command.store(bytes);
+                        iterations.store(iters);
                         sync.arrive_and_wait(); // announce: others plan their reducer
                         gradsync::reducer<float, gradsync::local_communicator> reduce(comm, bytes / sizeof(float));
                         const std::span<float> v(mine.data(), bytes / sizeof(float));
-                        for (auto _ : s) {
-                            sync.arrive_and_wait();
+                        for (auto _ : s)
                             reduce(v);
-                        }
-                        command.store(0);
-                        sync.arrive_and_wait(); // end of this benchmark's iterations
                     })
                     ->Iterations(iters)
                     ->UseRealTime()

@@ -3,9 +3,11 @@
 // Transport: single-copy rendezvous. A send and a receive are matched in per-rank mailboxes
 // (MPI's non-overtaking order per source and tag); whichever side arrives second copies the
 // bytes straight from the sender's buffer into the receiver's, outside every lock, so two
-// pairs exchanging large messages copy in parallel. Waiting sleeps on a futex
-// (std::atomic::wait, which spins only briefly first): spinning longer measured slower on
-// a loaded 2-core machine, where a spinning rank steals the core its peer needs.
+// pairs exchanging large messages copy in parallel. Waiting first polls with
+// sched_yield (a busy spin measured slower on a loaded 2-core machine, where the spinning
+// rank steals the core its peer needs; sleeping at once measured up to 10x slower on an
+// idle virtual machine, where waking a halted vCPU is slow), then sleeps on a futex
+// (std::atomic::wait).
 //
 // A local_communicator belongs to its rank's thread: post and wait from that thread only.
 //
@@ -196,9 +198,13 @@ public:
         if (!op)
             return;
         detail::local_rank_state& me = self();
-        for (;;) {
+        for (int polls = 0;; ++polls) {
             if (op->state.load(std::memory_order_acquire) != 0)
                 break;
+            if (polls < yields_before_sleep) {
+                std::this_thread::yield();
+                continue;
+            }
             if (group_->aborted_.load(std::memory_order_acquire)) {
                 r.reset();
                 throw aborted_error("gradsync::local_group: " + where(*this) +
@@ -295,6 +301,11 @@ private:
         }
         release(op);
     }
+
+    // Waiting polls with sched_yield before it sleeps: a sleeping vCPU takes tens of
+    // microseconds to wake on a virtual machine, while yielding still hands the core to a
+    // peer that shares it.
+    static constexpr int yields_before_sleep = 256;
 
     local_group* group_;
     int rank_;
