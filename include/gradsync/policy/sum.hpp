@@ -31,15 +31,10 @@ struct sum {
     }
 };
 
-struct average {
+// Average combines as Sum does and differs only in finish.
+struct average : sum {
     static constexpr std::uint32_t code = 2;
     static constexpr const char* name = "average";
-
-    template <element T>
-    static void combine(std::span<T> acc, std::span<const T> in) noexcept
-    {
-        kernels::add(acc, in);
-    }
 
     template <element T>
     static void finish(std::span<T> x, int ranks) noexcept
