@@ -27,6 +27,7 @@
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/layout.hpp>
+#include <gradsync/policy/adasum.hpp>
 #include <gradsync/policy/sum.hpp>
 #include <gradsync/types.hpp>
 #include <gradsync/verify.hpp>
@@ -41,7 +42,7 @@ struct reducer_options {
 template <element T, communicator Comm, class Policy = sum, class Algorithm = automatic>
 class reducer {
 public:
-    using plan_type = typename Algorithm::template plan<T, Comm>;
+    using plan_type = typename Algorithm::template plan<T, Comm, Policy>;
 
     // count elements in `layers` (empty: one layer); the layers must add up to count.
     reducer(Comm& comm, std::size_t count, std::span<const std::size_t> layers, Algorithm algorithm = {},
@@ -98,7 +99,7 @@ private:
         if constexpr (requires { algorithm.parameter(); })
             s.value[signature::algorithm_parameter] = algorithm.parameter();
         verify_agreement(comm, s, "gradsync::reducer");
-        return plan_type(comm, count, algorithm, options.pipeline);
+        return plan_type(comm, layout, algorithm, options.pipeline);
     }
 
     Comm* comm_;

@@ -3,6 +3,9 @@
 // do are included by name: <gradsync/comm/mpi.hpp>, <gradsync/comm/boost_mpi.hpp>.
 #pragma once
 
+#include <gradsync/algorithm/adasum_recursive_doubling.hpp>
+#include <gradsync/algorithm/adasum_recursive_halving.hpp>
+#include <gradsync/algorithm/adasum_ring.hpp>
 #include <gradsync/algorithm/automatic.hpp>
 #include <gradsync/algorithm/exchange.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
@@ -15,6 +18,8 @@
 #include <gradsync/error.hpp>
 #include <gradsync/kernels/host.hpp>
 #include <gradsync/layout.hpp>
+#include <gradsync/policy/adasum.hpp>
 #include <gradsync/policy/sum.hpp>
+#include <gradsync/subgroup.hpp>
 #include <gradsync/types.hpp>
 #include <gradsync/verify.hpp>

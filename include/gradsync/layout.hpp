@@ -36,6 +36,8 @@ public:
     std::size_t size(std::size_t layer) const noexcept { return sizes_[layer]; }
     std::size_t offset(std::size_t layer) const noexcept { return offsets_[layer]; }
     std::span<const std::size_t> sizes() const noexcept { return sizes_; }
+    // layers() + 1 offsets, the last being total().
+    std::span<const std::size_t> offsets() const noexcept { return offsets_; }
 
     // FNV-1a over the sizes: equal layouts give equal fingerprints on every rank.
     std::uint64_t fingerprint() const noexcept

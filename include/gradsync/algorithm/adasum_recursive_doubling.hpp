@@ -32,7 +32,7 @@ template <element T, communicator C>
 class adasum_recursive_doubling_plan {
 public:
     template <class Tag>
-    adasum_recursive_doubling_plan(const C& comm, const layer_layout& layout, const Tag&, const pipeline_options&)
+    adasum_recursive_doubling_plan(C& comm, const layer_layout& layout, const Tag&, const pipeline_options&)
         : rank_(comm.rank()), fold_(comm.size()), layout_(layout), cut_{eager_limit(comm), 0},
           scratch_(layout.total()), requests_(2 * cut_.messages<T>(layout.total()))
     {
@@ -47,11 +47,8 @@ public:
     void run(C& comm, std::span<T> data, int tag)
     {
         const std::span<T> none, theirs(scratch_);
-        if (fold_.sits_out(rank_)) {
-            exchange<T>(comm, tag, rank_ + 1, data, rank_, none, cut_, requests_);
-            exchange<T>(comm, tag, rank_, none, rank_ + 1, data, cut_, requests_);
-            return;
-        }
+        if (fold_.sits_out(rank_))
+            return sit_out<T>(comm, tag, data, cut_, cut_, requests_);
         if (fold_.absorbs(rank_)) {
             exchange<T>(comm, tag, rank_, none, rank_ - 1, theirs, cut_, requests_);
             combine(data, theirs, data);

@@ -17,6 +17,9 @@
 //   + log2(P)*(log2(P)+1)/2 * (alpha + 24*L*beta)          (triple exchanges)
 // plus 2*alpha + 2*M*beta + M*gamma' of folding when N is not a power of two.
 //
+// The receive of each step is segmented and this rank's partial triples of a segment are
+// formed as soon as it lands; the scaled add then runs over the whole part.
+//
 // Preconditions: any N and count, any layout (empty and one-element layers included). Each
 // element is computed by one rank and then copied, and the group's triple sums are formed
 // in the same pairwise order on every member, so all ranks end with identical bits.
@@ -37,20 +40,31 @@
 
 namespace gradsync {
 
+// The default for adasum_recursive_halving_plan::run's last argument: triples summed over
+// the halving group are complete. (Hierarchical Adasum also sums them over the node.)
+struct triples_complete {
+    void operator()(std::span<double>) const noexcept {}
+};
+
 template <element T, communicator C>
 class adasum_recursive_halving_plan {
 public:
+    // range: the part of the layout that this plan's data holds (hierarchical Adasum runs
+    // it on a shard); by default the whole buffer.
     template <class Tag>
-    adasum_recursive_halving_plan(const C& comm, const layer_layout& layout, const Tag&, const pipeline_options&)
-        : rank_(comm.rank()), size_(comm.size()), layout_(layout), fold_(size_), cut_{eager_limit(comm), 0},
-          triples_(layout.layers()), received_(layout.layers())
+    adasum_recursive_halving_plan(C& comm, const layer_layout& layout, const Tag&, const pipeline_options& pipe,
+                                  block range = {0, std::size_t(-1)})
+        : rank_(comm.rank()), size_(comm.size()), layout_(layout),
+          range_{range.begin, std::min(range.end, layout.total())}, fold_(size_), plain_{eager_limit(comm), 0},
+          piped_{eager_limit(comm), pipe.segment_bytes}, triples_(3 * layout.layers()),
+          received_(3 * layout.layers())
     {
-        const std::size_t count = layout.total();
+        const std::size_t count = range_.size();
         const int v = fold_.virtual_rank(rank_);
         std::size_t largest = fold_.absorbs(rank_) ? count : 0;
-        std::size_t requests = 2 * cut_.messages<kernels::dot_triple>(layout.layers());
+        std::size_t requests = 2 * plain_.messages<double>(triples_.size());
         if (fold_.sits_out(rank_) || fold_.absorbs(rank_))
-            requests = std::max(requests, cut_.messages<T>(count));
+            requests = std::max(requests, plain_.messages<T>(count));
         if (v >= 0) {
             const std::vector<halving_step> halving = halving_schedule(fold_, v, count);
             for (std::size_t k = 0; k < halving.size(); ++k) {
@@ -61,38 +75,33 @@ public:
                 s.group_end = peers_.size();
                 steps_.push_back(s);
                 largest = std::max(largest, s.halves.keep.size());
-                requests = std::max(requests, cut_.messages<T>(s.halves.send.size()) +
-                                                  cut_.messages<T>(s.halves.keep.size()));
+                requests = std::max({requests,
+                                     piped_.messages<T>(s.halves.send.size()) + piped_.messages<T>(s.halves.keep.size()),
+                                     plain_.messages<T>(s.halves.send.size()) + plain_.messages<T>(s.halves.keep.size())});
             }
         }
         scratch_.resize(largest);
         requests_.resize(requests);
     }
 
-    std::size_t count() const noexcept { return layout_.total(); }
+    std::size_t count() const noexcept { return range_.size(); }
 
-    template <class Policy>
-    void run(C& comm, std::span<T> data, int tag)
+    // complete(triples): called with each step's group-summed triples (3 per layer) before
+    // the coefficients are formed; it must leave equal values on every rank of the group.
+    template <class Policy, class Complete = triples_complete>
+    void run(C& comm, std::span<T> data, int tag, Complete&& complete = {})
     {
-        const std::span<T> none;
-        if (fold_.sits_out(rank_)) {
-            exchange<T>(comm, tag, rank_ + 1, data, rank_, none, cut_, requests_);
-            exchange<T>(comm, tag, rank_, none, rank_ + 1, data, cut_, requests_);
-            return;
-        }
-        if (fold_.absorbs(rank_)) {
-            const std::span<T> lower(scratch_.data(), data.size());
-            exchange<T>(comm, tag, rank_, none, rank_ - 1, lower, cut_, requests_);
-            for (std::size_t l = 0; l < layout_.layers(); ++l)
-                adasum::combine_layer<T>(layer(data, l), layer(lower, l), layer(data, l));
-        }
+        if (fold_.sits_out(rank_))
+            return sit_out<T>(comm, tag, data, plain_, plain_, requests_);
+        if (fold_.absorbs(rank_))
+            absorb(comm, data, tag, complete);
         for (const step& s : steps_)
-            reduce_step(comm, data, tag, s);
+            reduce_step(comm, data, tag, s, complete);
         for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
-            exchange<T>(comm, tag, s->peer(), part(data, s->halves.keep), s->peer(), part(data, s->halves.send), cut_,
+            exchange<T>(comm, tag, s->peer(), part(data, s->halves.keep), s->peer(), part(data, s->halves.send), plain_,
                         requests_);
         if (fold_.absorbs(rank_))
-            exchange<T>(comm, tag, rank_ - 1, data, rank_, none, cut_, requests_);
+            exchange<T>(comm, tag, rank_ - 1, data, rank_, {}, plain_, requests_);
     }
 
 private:
@@ -104,59 +113,104 @@ private:
         int peer() const noexcept { return halves.peer; }
     };
 
-    void reduce_step(C& comm, std::span<T> data, int tag, const step& s)
+    // h = A(g(rank - 1), g(rank)), the lower rank's vector first.
+    template <class Complete>
+    void absorb(C& comm, std::span<T> data, int tag, Complete& complete)
+    {
+        const std::span<T> lower(scratch_.data(), data.size());
+        exchange<T>(comm, tag, rank_, {}, rank_ - 1, lower, plain_, requests_);
+        std::fill(triples_.begin(), triples_.end(), 0.0);
+        const block all{0, data.size()};
+        for_each_layer_part(all, [&](std::size_t l, block b) { add_triple(l, kernels::triple<T>(part(lower, b), part(data, b))); });
+        complete(std::span<double>(triples_));
+        apply(all, data, lower, false);
+    }
+
+    template <class Complete>
+    void reduce_step(C& comm, std::span<T> data, int tag, const step& s, Complete& complete)
     {
         const block keep = s.halves.keep;
         const std::span<T> theirs(scratch_.data(), keep.size());
-        exchange<T>(comm, tag, s.peer(), part(data, s.halves.send), s.peer(), theirs, cut_, requests_);
+        const std::span<T> send = part(data, s.halves.send);
 
-        // Partial triples over this rank's part of every layer (zero for layers outside it).
-        std::fill(triples_.begin(), triples_.end(), kernels::dot_triple{});
-        for_each_layer_part(keep, [&](std::size_t l, block b) {
-            const std::span<const T> mine = part(data, b), other = theirs.subspan(b.begin - keep.begin, b.size());
-            triples_[l] = s.low ? kernels::triple(mine, other) : kernels::triple(other, mine);
-        });
-        for (std::size_t g = s.group_begin; g < s.group_end; ++g) {
-            exchange<kernels::dot_triple>(comm, tag, peers_[g], triples_, peers_[g], received_, cut_, requests_);
-            for (std::size_t l = 0; l < triples_.size(); ++l)
-                triples_[l] += received_[l];
+        // Receive their half segment by segment, forming this rank's partial triples of
+        // each segment as it lands (still in cache).
+        const std::size_t seg_in = piped_.elems<T>(keep.size()), seg_out = piped_.elems<T>(send.size());
+        std::size_t k = 0;
+        for (std::size_t i = 0; i < keep.size(); i += seg_in)
+            requests_[k++] = irecv(comm, theirs.subspan(i, std::min(seg_in, keep.size() - i)), s.peer(), tag);
+        const std::size_t receives = k;
+        for (std::size_t i = 0; i < send.size(); i += seg_out)
+            requests_[k++] = isend(comm, std::span<const T>(send.subspan(i, std::min(seg_out, send.size() - i))),
+                                   s.peer(), tag);
+        std::fill(triples_.begin(), triples_.end(), 0.0);
+        for (std::size_t j = 0; j < receives; ++j) {
+            comm.wait(requests_[j]);
+            const block seg{keep.begin + j * seg_in, std::min(keep.begin + (j + 1) * seg_in, keep.end)};
+            for_each_layer_part(seg, [&](std::size_t l, block b) {
+                const std::span<const T> mine = part(data, b), other = part(theirs, shift(b, keep.begin));
+                add_triple(l, s.low ? kernels::triple(mine, other) : kernels::triple(other, mine));
+            });
         }
-        for_each_layer_part(keep, [&](std::size_t l, block b) {
-            const adasum::coefficients c = adasum::from(triples_[l]);
+        for (std::size_t j = receives; j < k; ++j)
+            comm.wait(requests_[j]);
+
+        for (std::size_t g = s.group_begin; g < s.group_end; ++g) {
+            exchange<double>(comm, tag, peers_[g], triples_, peers_[g], received_, plain_, requests_);
+            for (std::size_t i = 0; i < triples_.size(); ++i)
+                triples_[i] += received_[i];
+        }
+        complete(std::span<double>(triples_));
+        apply(keep, data, theirs, s.low);
+    }
+
+    // data[r] = A(a, b) on r with the group's coefficients; a is data when `mine_is_a`.
+    void apply(block r, std::span<T> data, std::span<T> theirs, bool mine_is_a)
+    {
+        for_each_layer_part(r, [&](std::size_t l, block b) {
+            const adasum::coefficients c = adasum::from({triples_[3 * l], triples_[3 * l + 1], triples_[3 * l + 2]});
             const std::span<T> mine = part(data, b);
-            const std::span<const T> other = theirs.subspan(b.begin - keep.begin, b.size());
-            if (s.low)
+            const std::span<const T> other = part(theirs, shift(b, r.begin));
+            if (mine_is_a)
                 kernels::scaled_add<T>(mine, c.a, mine, c.b, other);
             else
                 kernels::scaled_add<T>(mine, c.a, other, c.b, mine);
         });
     }
 
-    // Calls f(layer, its intersection with r) for every layer that meets r, in order.
+    void add_triple(std::size_t l, const kernels::dot_triple& t) noexcept
+    {
+        triples_[3 * l] += t.ab;
+        triples_[3 * l + 1] += t.aa;
+        triples_[3 * l + 2] += t.bb;
+    }
+
+    // Calls f(layer, part) for every layer that meets r (positions within this plan's
+    // range), in layer order, with part the intersection.
     template <class F>
     void for_each_layer_part(block r, F f) const
     {
-        const auto sizes = layout_.sizes();
-        std::size_t l = 0;
-        while (l < sizes.size() && layout_.offset(l) + sizes[l] <= r.begin)
-            ++l;
-        for (; l < sizes.size() && layout_.offset(l) < r.end; ++l) {
-            const std::size_t b = std::max(layout_.offset(l), r.begin), e = std::min(layout_.offset(l) + sizes[l], r.end);
+        const std::size_t lo = range_.begin + r.begin, hi = range_.begin + r.end;
+        const auto offsets = layout_.offsets();
+        std::size_t l = std::size_t(std::upper_bound(offsets.begin(), offsets.end(), lo) - offsets.begin());
+        for (l = l ? l - 1 : 0; l < layout_.layers() && layout_.offset(l) < hi; ++l) {
+            const std::size_t b = std::max(layout_.offset(l), lo), e = std::min(layout_.offset(l) + layout_.size(l), hi);
             if (b < e)
-                f(l, block{b, e});
+                f(l, block{b - range_.begin, e - range_.begin});
         }
     }
 
-    std::span<T> layer(std::span<T> v, std::size_t l) const { return v.subspan(layout_.offset(l), layout_.size(l)); }
+    static block shift(block b, std::size_t by) noexcept { return {b.begin - by, b.end - by}; }
     static std::span<T> part(std::span<T> data, block b) { return data.subspan(b.begin, b.size()); }
 
     int rank_, size_;
     layer_layout layout_;
+    block range_;
     folding fold_;
-    message_cut cut_;
+    message_cut plain_, piped_;
     std::vector<step> steps_;
     std::vector<int> peers_;
-    std::vector<kernels::dot_triple> triples_, received_;
+    std::vector<double> triples_, received_; // [a.b, a.a, b.b] per layer
     std::vector<T> scratch_;
     std::vector<typename C::request> requests_; // after the buffers: pending requests die first
 };

@@ -6,7 +6,8 @@
 //                                             the folded ranks)
 //   otherwise                       -> recursive_halving
 // Every rank computes the same choice from the same (M, N), so no agreement is needed
-// beyond the reducer's usual check.
+// beyond the reducer's usual check. The rule is the same for every policy; each algorithm
+// runs its own plan for the policy (Adasum has plans of its own).
 #pragma once
 
 #include <bit>
@@ -20,11 +21,12 @@
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
 #include <gradsync/communicator.hpp>
+#include <gradsync/layout.hpp>
 #include <gradsync/types.hpp>
 
 namespace gradsync {
 
-template <element T, communicator C>
+template <element T, communicator C, class Policy>
 class automatic_plan;
 
 struct automatic {
@@ -32,8 +34,8 @@ struct automatic {
     static constexpr const char* name = "automatic";
     std::size_t small_bytes = std::size_t(32) << 10;
     std::size_t ring_bytes = std::size_t(1) << 20;
-    template <element T, communicator C>
-    using plan = automatic_plan<T, C>;
+    template <element T, communicator C, class P>
+    using plan = automatic_plan<T, C, P>;
 
     // Fingerprint of the thresholds, which every rank must share (checked by the reducer).
     std::uint64_t parameter() const noexcept { return small_bytes ^ (std::uint64_t(ring_bytes) * 0x9e3779b97f4a7c15ull); }
@@ -49,11 +51,12 @@ struct automatic {
     }
 };
 
-template <element T, communicator C>
+template <element T, communicator C, class Policy>
 class automatic_plan {
 public:
-    automatic_plan(const C& comm, std::size_t count, const automatic& rule, const pipeline_options& pipe)
-        : plan_(make(comm, count, rule, pipe))
+    automatic_plan(C& comm, const layer_layout& layout, const automatic& rule, const pipeline_options& pipe)
+        : chosen_(rule.choose(layout.total() * sizeof(T), layout.total(), comm.size())),
+          plan_(make(comm, layout, chosen_, pipe))
     {
     }
 
@@ -63,36 +66,31 @@ public:
     }
 
     // Code of the algorithm this plan runs (ring::code, recursive_halving::code, ...).
-    std::uint32_t chosen() const noexcept
-    {
-        return std::visit([](const auto& p) { return algorithm_of(p); }, plan_);
-    }
+    std::uint32_t chosen() const noexcept { return chosen_; }
 
-    template <class Policy>
+    template <class P>
     void run(C& comm, std::span<T> data, int tag)
     {
-        std::visit([&](auto& p) { p.template run<Policy>(comm, data, tag); }, plan_);
+        std::visit([&](auto& p) { p.template run<P>(comm, data, tag); }, plan_);
     }
 
 private:
-    using variant = std::variant<recursive_doubling_plan<T, C>, recursive_halving_plan<T, C>, ring_plan<T, C>>;
+    using variant = std::variant<recursive_doubling::plan<T, C, Policy>, recursive_halving::plan<T, C, Policy>,
+                                 ring::plan<T, C, Policy>>;
 
-    static std::uint32_t algorithm_of(const recursive_doubling_plan<T, C>&) { return recursive_doubling::code; }
-    static std::uint32_t algorithm_of(const recursive_halving_plan<T, C>&) { return recursive_halving::code; }
-    static std::uint32_t algorithm_of(const ring_plan<T, C>&) { return ring::code; }
-
-    static variant make(const C& comm, std::size_t count, const automatic& rule, const pipeline_options& pipe)
+    static variant make(C& comm, const layer_layout& layout, std::uint32_t chosen, const pipeline_options& pipe)
     {
-        switch (rule.choose(count * sizeof(T), count, comm.size())) {
+        switch (chosen) {
         case recursive_doubling::code:
-            return variant(std::in_place_index<0>, comm, count, recursive_doubling{}, pipe);
+            return variant(std::in_place_index<0>, comm, layout, recursive_doubling{}, pipe);
         case recursive_halving::code:
-            return variant(std::in_place_index<1>, comm, count, recursive_halving{}, pipe);
+            return variant(std::in_place_index<1>, comm, layout, recursive_halving{}, pipe);
         default:
-            return variant(std::in_place_index<2>, comm, count, ring{}, pipe);
+            return variant(std::in_place_index<2>, comm, layout, ring{}, pipe);
         }
     }
 
+    std::uint32_t chosen_;
     variant plan_;
 };
 

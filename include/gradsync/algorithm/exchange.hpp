@@ -83,6 +83,16 @@ void exchange(C& comm, int tag, int to, std::span<const T> out, int from, std::s
         comm.wait(reqs[i]);
 }
 
+// Folding (schedule.hpp) on a rank that sits out: hand the whole vector to rank + 1, cut as
+// that rank receives it, then take the result back.
+template <class T, communicator C>
+void sit_out(C& comm, int tag, std::span<T> data, const message_cut& out, const message_cut& back,
+             std::span<typename C::request> reqs)
+{
+    exchange<T>(comm, tag, comm.rank() + 1, data, comm.rank(), {}, out, reqs);
+    exchange<T>(comm, tag, comm.rank(), {}, comm.rank() + 1, data, back, reqs);
+}
+
 // Sends `out` to `to` while receiving a block of acc.size() elements from `from` and
 // combining it into acc message by message (Policy::combine(acc_piece, received_piece)).
 // scratch: scratch_elems() of the largest block; requests as for exchange().

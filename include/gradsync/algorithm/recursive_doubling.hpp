@@ -16,11 +16,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
+#include <gradsync/algorithm/adasum_recursive_doubling.hpp>
 #include <gradsync/algorithm/exchange.hpp>
 #include <gradsync/algorithm/schedule.hpp>
 #include <gradsync/communicator.hpp>
+#include <gradsync/layout.hpp>
+#include <gradsync/policy/adasum.hpp>
 #include <gradsync/kernels/host.hpp>
 #include <gradsync/types.hpp>
 
@@ -32,16 +36,17 @@ class recursive_doubling_plan;
 struct recursive_doubling {
     static constexpr std::uint32_t code = 3;
     static constexpr const char* name = "recursive_doubling";
-    template <element T, communicator C>
-    using plan = recursive_doubling_plan<T, C>;
+    // The plan for element type T over communicator C with policy P.
+    template <element T, communicator C, class P>
+    using plan = std::conditional_t<is_adasum<P>, adasum_recursive_doubling_plan<T, C>, recursive_doubling_plan<T, C>>;
 };
 
 template <element T, communicator C>
 class recursive_doubling_plan {
 public:
-    recursive_doubling_plan(const C& comm, std::size_t count, const recursive_doubling&, const pipeline_options&)
-        : rank_(comm.rank()), size_(comm.size()), count_(count), fold_(size_), cut_{eager_limit(comm), 0},
-          scratch_(count), requests_(2 * cut_.messages<T>(count))
+    recursive_doubling_plan(C& comm, const layer_layout& layout, const recursive_doubling&, const pipeline_options&)
+        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), fold_(size_), cut_{eager_limit(comm), 0},
+          scratch_(count_), requests_(2 * cut_.messages<T>(count_))
     {
         const int v = fold_.virtual_rank(rank_);
         for (int mask = 1; v >= 0 && mask < fold_.pof2; mask <<= 1)
@@ -54,11 +59,8 @@ public:
     void run(C& comm, std::span<T> data, int tag)
     {
         const std::span<T> none, theirs(scratch_);
-        if (fold_.sits_out(rank_)) {
-            exchange<T>(comm, tag, rank_ + 1, data, rank_, none, cut_, requests_);
-            exchange<T>(comm, tag, rank_, none, rank_ + 1, data, cut_, requests_);
-            return;
-        }
+        if (fold_.sits_out(rank_))
+            return sit_out<T>(comm, tag, data, cut_, cut_, requests_);
         if (fold_.absorbs(rank_)) {
             exchange<T>(comm, tag, rank_, none, rank_ - 1, theirs, cut_, requests_);
             Policy::template combine<T>(data, theirs);

@@ -16,11 +16,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
+#include <gradsync/algorithm/adasum_recursive_halving.hpp>
 #include <gradsync/algorithm/exchange.hpp>
 #include <gradsync/algorithm/schedule.hpp>
 #include <gradsync/communicator.hpp>
+#include <gradsync/layout.hpp>
+#include <gradsync/policy/adasum.hpp>
 #include <gradsync/types.hpp>
 
 namespace gradsync {
@@ -31,24 +35,25 @@ class recursive_halving_plan;
 struct recursive_halving {
     static constexpr std::uint32_t code = 2;
     static constexpr const char* name = "recursive_halving";
-    template <element T, communicator C>
-    using plan = recursive_halving_plan<T, C>;
+    // The plan for element type T over communicator C with policy P.
+    template <element T, communicator C, class P>
+    using plan = std::conditional_t<is_adasum<P>, adasum_recursive_halving_plan<T, C>, recursive_halving_plan<T, C>>;
 };
 
 template <element T, communicator C>
 class recursive_halving_plan {
 public:
-    recursive_halving_plan(const C& comm, std::size_t count, const recursive_halving&, const pipeline_options& pipe)
-        : rank_(comm.rank()), size_(comm.size()), count_(count), fold_(size_), plain_{eager_limit(comm), 0},
+    recursive_halving_plan(C& comm, const layer_layout& layout, const recursive_halving&, const pipeline_options& pipe)
+        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), fold_(size_), plain_{eager_limit(comm), 0},
           piped_{eager_limit(comm), pipe.segment_bytes}
     {
         const int v = fold_.virtual_rank(rank_);
         if (v >= 0)
-            steps_ = halving_schedule(fold_, v, count);
-        std::size_t largest = fold_.absorbs(rank_) ? count : 0;
+            steps_ = halving_schedule(fold_, v, count_);
+        std::size_t largest = fold_.absorbs(rank_) ? count_ : 0;
         std::size_t requests = 0;
         if (fold_.sits_out(rank_) || fold_.absorbs(rank_))
-            requests = std::max(piped_.messages<T>(count), plain_.messages<T>(count));
+            requests = std::max(piped_.messages<T>(count_), plain_.messages<T>(count_));
         for (const halving_step& s : steps_) {
             largest = std::max(largest, s.keep.size());
             requests = std::max({requests, piped_.messages<T>(s.send.size()) + piped_.messages<T>(s.keep.size()),
@@ -64,11 +69,8 @@ public:
     void run(C& comm, std::span<T> data, int tag)
     {
         const std::span<T> none;
-        if (fold_.sits_out(rank_)) {
-            exchange<T>(comm, tag, rank_ + 1, data, rank_, none, piped_, requests_);
-            exchange<T>(comm, tag, rank_, none, rank_ + 1, data, plain_, requests_);
-            return;
-        }
+        if (fold_.sits_out(rank_))
+            return sit_out<T>(comm, tag, data, piped_, plain_, requests_);
         if (fold_.absorbs(rank_))
             exchange_combine<Policy, T>(comm, tag, rank_, none, rank_ - 1, data, scratch_, piped_, requests_);
         for (const halving_step& s : steps_)

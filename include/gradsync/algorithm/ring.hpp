@@ -14,11 +14,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
+#include <gradsync/algorithm/adasum_ring.hpp>
 #include <gradsync/algorithm/exchange.hpp>
 #include <gradsync/algorithm/schedule.hpp>
 #include <gradsync/communicator.hpp>
+#include <gradsync/layout.hpp>
+#include <gradsync/policy/adasum.hpp>
 #include <gradsync/types.hpp>
 
 namespace gradsync {
@@ -29,18 +33,19 @@ class ring_plan;
 struct ring {
     static constexpr std::uint32_t code = 1;
     static constexpr const char* name = "ring";
-    template <element T, communicator C>
-    using plan = ring_plan<T, C>;
+    // The plan for element type T over communicator C with policy P.
+    template <element T, communicator C, class P>
+    using plan = std::conditional_t<is_adasum<P>, adasum_ring_plan<T, C>, ring_plan<T, C>>;
 };
 
 template <element T, communicator C>
 class ring_plan {
 public:
-    ring_plan(const C& comm, std::size_t count, const ring&, const pipeline_options& pipe)
-        : rank_(comm.rank()), size_(comm.size()), count_(count), plain_{eager_limit(comm), 0},
+    ring_plan(C& comm, const layer_layout& layout, const ring&, const pipeline_options& pipe)
+        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), plain_{eager_limit(comm), 0},
           piped_{eager_limit(comm), pipe.segment_bytes}
     {
-        const std::size_t largest = block_of(count, size_, 0).size(); // block 0 is never smaller
+        const std::size_t largest = block_of(count_, size_, 0).size(); // block 0 is never smaller
         scratch_.resize(scratch_elems<T>(largest, pipe));
         requests_.resize(2 * std::max(piped_.messages<T>(largest), plain_.messages<T>(largest)));
     }
@@ -50,20 +55,35 @@ public:
     template <class Policy>
     void run(C& comm, std::span<T> data, int tag)
     {
+        reduce_scatter<Policy>(comm, data, tag);
+        Policy::template finish<T>(part(data, owned()), size_);
+        allgather(comm, data, tag);
+    }
+
+    // The block this rank holds fully combined after reduce_scatter.
+    block owned() const noexcept { return chunk((rank_ + 1) % size_); }
+
+    template <class Policy>
+    void reduce_scatter(C& comm, std::span<T> data, int tag)
+    {
         const int n = size_, right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
-        auto chunk = [&](int c) {
-            const block b = block_of(count_, n, ((c % n) + n) % n);
-            return data.subspan(b.begin, b.size());
-        };
         for (int s = 0; s + 1 < n; ++s)
-            exchange_combine<Policy, T>(comm, tag, right, chunk(rank_ - s), left, chunk(rank_ - s - 1), scratch_,
-                                        piped_, requests_);
-        Policy::template finish<T>(chunk(rank_ + 1), n);
+            exchange_combine<Policy, T>(comm, tag, right, part(data, chunk(rank_ - s)), left,
+                                        part(data, chunk(rank_ - s - 1)), scratch_, piped_, requests_);
+    }
+
+    void allgather(C& comm, std::span<T> data, int tag)
+    {
+        const int n = size_, right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
         for (int s = 0; s + 1 < n; ++s)
-            exchange<T>(comm, tag, right, chunk(rank_ + 1 - s), left, chunk(rank_ - s), plain_, requests_);
+            exchange<T>(comm, tag, right, part(data, chunk(rank_ + 1 - s)), left, part(data, chunk(rank_ - s)), plain_,
+                        requests_);
     }
 
 private:
+    block chunk(int c) const noexcept { return block_of(count_, size_, ((c % size_) + size_) % size_); }
+    static std::span<T> part(std::span<T> data, block b) { return data.subspan(b.begin, b.size()); }
+
     int rank_, size_;
     std::size_t count_;
     message_cut plain_, piped_;
