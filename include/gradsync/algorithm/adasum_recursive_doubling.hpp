@@ -32,7 +32,7 @@ template <element T, communicator C>
 class adasum_recursive_doubling_plan {
 public:
     template <class Tag>
-    adasum_recursive_doubling_plan(C& comm, const layer_layout& layout, const Tag&, const pipeline_options&)
+    adasum_recursive_doubling_plan(const C& comm, const layer_layout& layout, const Tag&, const pipeline_options&)
         : rank_(comm.rank()), fold_(comm.size()), layout_(layout), cut_{eager_limit(comm), 0},
           scratch_(layout.total()), requests_(2 * cut_.messages<T>(layout.total()))
     {

@@ -52,7 +52,7 @@ public:
     // range: the part of the layout that this plan's data holds (hierarchical Adasum runs
     // it on a shard); by default the whole buffer.
     template <class Tag>
-    adasum_recursive_halving_plan(C& comm, const layer_layout& layout, const Tag&, const pipeline_options& pipe,
+    adasum_recursive_halving_plan(const C& comm, const layer_layout& layout, const Tag&, const pipeline_options& pipe,
                                   block range = {0, std::size_t(-1)})
         : rank_(comm.rank()), size_(comm.size()), layout_(layout),
           range_{range.begin, std::min(range.end, layout.total())}, fold_(size_), plain_{eager_limit(comm), 0},

@@ -33,7 +33,7 @@ template <element T, communicator C>
 class adasum_ring_plan {
 public:
     template <class Tag>
-    adasum_ring_plan(C& comm, const layer_layout& layout, const Tag&, const pipeline_options&)
+    adasum_ring_plan(const C& comm, const layer_layout& layout, const Tag&, const pipeline_options&)
         : rank_(comm.rank()), size_(comm.size()), layout_(layout), cut_{eager_limit(comm), 0}
     {
         const int n = size_, steps = 2 * n - 2;

@@ -54,7 +54,7 @@ struct automatic {
 template <element T, communicator C, class Policy>
 class automatic_plan {
 public:
-    automatic_plan(C& comm, const layer_layout& layout, const automatic& rule, const pipeline_options& pipe)
+    automatic_plan(const C& comm, const layer_layout& layout, const automatic& rule, const pipeline_options& pipe)
         : chosen_(rule.choose(layout.total() * sizeof(T), layout.total(), comm.size())),
           plan_(make(comm, layout, chosen_, pipe))
     {
@@ -78,7 +78,7 @@ private:
     using variant = std::variant<recursive_doubling::plan<T, C, Policy>, recursive_halving::plan<T, C, Policy>,
                                  ring::plan<T, C, Policy>>;
 
-    static variant make(C& comm, const layer_layout& layout, std::uint32_t chosen, const pipeline_options& pipe)
+    static variant make(const C& comm, const layer_layout& layout, std::uint32_t chosen, const pipeline_options& pipe)
     {
         switch (chosen) {
         case recursive_doubling::code:

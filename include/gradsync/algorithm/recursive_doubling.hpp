@@ -44,7 +44,7 @@ struct recursive_doubling {
 template <element T, communicator C>
 class recursive_doubling_plan {
 public:
-    recursive_doubling_plan(C& comm, const layer_layout& layout, const recursive_doubling&, const pipeline_options&)
+    recursive_doubling_plan(const C& comm, const layer_layout& layout, const recursive_doubling&, const pipeline_options&)
         : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), fold_(size_), cut_{eager_limit(comm), 0},
           scratch_(count_), requests_(2 * cut_.messages<T>(count_))
     {

@@ -43,7 +43,7 @@ struct recursive_halving {
 template <element T, communicator C>
 class recursive_halving_plan {
 public:
-    recursive_halving_plan(C& comm, const layer_layout& layout, const recursive_halving&, const pipeline_options& pipe)
+    recursive_halving_plan(const C& comm, const layer_layout& layout, const recursive_halving&, const pipeline_options& pipe)
         : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), fold_(size_), plain_{eager_limit(comm), 0},
           piped_{eager_limit(comm), pipe.segment_bytes}
     {

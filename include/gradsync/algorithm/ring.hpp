@@ -41,7 +41,7 @@ struct ring {
 template <element T, communicator C>
 class ring_plan {
 public:
-    ring_plan(C& comm, const layer_layout& layout, const ring&, const pipeline_options& pipe)
+    ring_plan(const C& comm, const layer_layout& layout, const ring&, const pipeline_options& pipe)
         : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), plain_{eager_limit(comm), 0},
           piped_{eager_limit(comm), pipe.segment_bytes}
     {

@@ -159,6 +159,8 @@ public:
 
     int rank() const noexcept { return rank_; }
     int size() const noexcept { return group_->size(); }
+    // All ranks share one process, hence one node (for hierarchical{.ranks_per_node = 0}).
+    int ranks_per_node() const noexcept { return size(); }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {

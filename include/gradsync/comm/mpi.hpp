@@ -61,6 +61,28 @@ public:
     MPI_Comm native() const noexcept { return comm_; }
     std::size_t eager_limit() const noexcept { return eager_; }
 
+    // Ranks per node from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), for
+    // hierarchical{.ranks_per_node = 0}. Collective. Nodes must hold equal numbers of
+    // consecutive ranks; otherwise every rank throws usage_error.
+    int ranks_per_node() const
+    {
+        MPI_Comm shared;
+        check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &shared), "MPI_Comm_split_type");
+        int local = 0, local_rank = 0;
+        MPI_Comm_size(shared, &local);
+        MPI_Comm_rank(shared, &local_rank);
+        MPI_Comm_free(&shared);
+        const int mine = local_rank == rank_ % local ? local : -1;
+        int lowest = 0, highest = 0;
+        check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce");
+        check(MPI_Allreduce(&mine, &highest, 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
+        if (lowest != highest || lowest < 1)
+            throw usage_error("gradsync::mpi_communicator (rank " + std::to_string(rank_) + " of " +
+                              std::to_string(size_) + "): nodes do not hold equal numbers of consecutive ranks; "
+                              "give hierarchical{.ranks_per_node} explicitly");
+        return lowest;
+    }
+
     request isend(std::span<const std::byte> data, int peer, int tag)
     {
         request r;
