@@ -1,8 +1,10 @@
-// gradsync's persistent reducer (Sum, fp32, each algorithm) against
-// MPI_Allreduce(MPI_IN_PLACE, ..., MPI_SUM) on the same buffer, 4 KiB ... 256 MiB.
-// Run on 2 ranks:  mpiexec -n 2 bench_allreduce_mpi   (GRADSYNC_BENCH_REPS=5 by default)
+// Two comparisons on the same fp32 buffer, run on 2 ranks (GRADSYNC_BENCH_REPS=5 by default):
+//   mpiexec -n 2 bench_allreduce_mpi          gradsync's persistent reducer (Sum, each
+//       algorithm) against MPI_Allreduce(MPI_IN_PLACE, ..., MPI_SUM), 4 KiB ... 256 MiB;
+//   mpiexec -n 2 bench_allreduce_mpi adasum   Adasum against Sum on the same algorithm and
+//       layout (16 layers), 64 KiB ... 64 MiB.
 // Rank 0 reports; every side is registered once per repetition, repetitions outermost, so
-// the sides interleave in time. The closing table gives medians, algbw, busbw and ratios.
+// the sides interleave in time. The closing tables give medians, algbw, busbw and ratios.
 #include <gradsync/comm/mpi.hpp>
 #include <gradsync/gradsync.hpp>
 
@@ -21,10 +23,19 @@ namespace {
 std::vector<float> buffer;
 std::unique_ptr<gradsync::mpi_communicator> comm;
 
-template <class Algorithm>
+// 16 near-equal layers: Adasum works per layer, Sum ignores the layout.
+std::vector<std::size_t> layers_of(std::size_t count)
+{
+    std::vector<std::size_t> layers;
+    for (int l = 0; l < 16; ++l)
+        layers.push_back(gradsync::block_of(count, 16, l).size());
+    return layers;
+}
+
+template <class Policy, class Algorithm>
 void run_gradsync(benchmark::State& state, std::size_t count)
 {
-    gradsync::reducer<float, gradsync::mpi_communicator, gradsync::sum, Algorithm> reduce(*comm, count);
+    gradsync::reducer<float, gradsync::mpi_communicator, Policy, Algorithm> reduce(*comm, layers_of(count));
     const std::span<float> data(buffer.data(), count);
     reduce(data); // first touch of scratch, outside the timing
     MPI_Barrier(MPI_COMM_WORLD);
@@ -58,21 +69,34 @@ int main(int argc, char** argv)
         comm = std::make_unique<gradsync::mpi_communicator>(MPI_COMM_WORLD);
         const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
         const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 5;
+        const bool adasum = argc > 1 && std::string(argv[1]) == "adasum";
+        if (adasum)
+            argv[1] = argv[0], --argc, ++argv;
         std::vector<std::size_t> sizes;
-        for (std::size_t b = 4096; b <= (std::size_t(256) << 20); b *= 4)
+        for (std::size_t b = adasum ? 65536 : 4096; b <= (std::size_t(adasum ? 64 : 256) << 20); b *= 4)
             sizes.push_back(b);
         buffer.assign(sizes.back() / sizeof(float), 0.0f);
         for (std::size_t i = 0; i < buffer.size(); ++i)
             buffer[i] = float(i % 13) * 1e-3f;
 
         using side_fn = void (*)(benchmark::State&, std::size_t);
-        const std::vector<std::pair<std::string, side_fn>> sides{
-            {"mpi_allreduce", run_mpi},
-            {"automatic", run_gradsync<gradsync::automatic>},
-            {"ring", run_gradsync<gradsync::ring>},
-            {"recursive_halving", run_gradsync<gradsync::recursive_halving>},
-            {"recursive_doubling", run_gradsync<gradsync::recursive_doubling>},
-        };
+        using namespace gradsync;
+        const std::vector<std::pair<std::string, side_fn>> sides =
+            adasum ? std::vector<std::pair<std::string, side_fn>>{
+                         {"sum_recursive_halving", run_gradsync<sum, recursive_halving>},
+                         {"adasum_recursive_halving", run_gradsync<gradsync::adasum, recursive_halving>},
+                         {"sum_ring", run_gradsync<sum, ring>},
+                         {"adasum_ring", run_gradsync<gradsync::adasum, ring>},
+                         {"sum_automatic", run_gradsync<sum, automatic>},
+                         {"adasum_automatic", run_gradsync<gradsync::adasum, automatic>},
+                     }
+                   : std::vector<std::pair<std::string, side_fn>>{
+                         {"mpi_allreduce", run_mpi},
+                         {"automatic", run_gradsync<sum, automatic>},
+                         {"ring", run_gradsync<sum, ring>},
+                         {"recursive_halving", run_gradsync<sum, recursive_halving>},
+                         {"recursive_doubling", run_gradsync<sum, recursive_doubling>},
+                     };
         for (int rep = 0; rep < reps; ++rep)
             for (std::size_t bytes : sizes)
                 for (const auto& [name, fn] : sides)
@@ -86,11 +110,19 @@ int main(int argc, char** argv)
         if (rank == 0) {
             gradsync_bench::median_table table;
             benchmark::RunSpecifiedBenchmarks(&table);
-            std::vector<std::string> names;
-            for (const auto& s : sides)
-                names.push_back(s.first);
-            std::printf("\n%d ranks, fp32 Sum", size);
-            table.print(names, "mpi_allreduce", sizes, 2.0 * (size - 1) / size);
+            const double bus = 2.0 * (size - 1) / size;
+            if (adasum) {
+                for (std::size_t i = 0; i < sides.size(); i += 2) {
+                    std::printf("\n%d ranks, fp32, 16 layers, Adasum against Sum", size);
+                    table.print({sides[i].first, sides[i + 1].first}, sides[i].first, sizes, bus);
+                }
+            } else {
+                std::vector<std::string> names;
+                for (const auto& s : sides)
+                    names.push_back(s.first);
+                std::printf("\n%d ranks, fp32 Sum", size);
+                table.print(names, "mpi_allreduce", sizes, bus);
+            }
         } else {
             null_reporter quiet;
             benchmark::RunSpecifiedBenchmarks(&quiet);

@@ -18,7 +18,10 @@
 // plus 2*alpha + 2*M*beta + M*gamma' of folding when N is not a power of two.
 //
 // The receive of each step is segmented and this rank's partial triples of a segment are
-// formed as soon as it lands; the scaled add then runs over the whole part.
+// formed as soon as it lands. A layer that lies wholly in this rank's part needs no other
+// rank's triple, so it is combined as soon as its last segment lands, while still in
+// cache; only the layers cut by a halving (at most two per rank and step) wait for the
+// group's triple sum.
 //
 // Preconditions: any N and count, any layout (empty and one-element layers included). Each
 // element is computed by one rank and then copied, and the group's triple sums are formed
@@ -56,7 +59,8 @@ public:
                                   block range = {0, std::size_t(-1)})
         : rank_(comm.rank()), size_(comm.size()), layout_(layout),
           range_{range.begin, std::min(range.end, layout.total())}, fold_(size_), plain_{eager_limit(comm), 0},
-          piped_{eager_limit(comm), pipe.segment_bytes}, triples_(3 * layout.layers()),
+          piped_{eager_limit(comm), pipe.segment_bytes}, window_(std::size_t(std::max(pipe.window, 1))),
+          triples_(3 * layout.layers()),
           received_(3 * layout.layers())
     {
         const std::size_t count = range_.size();
@@ -123,7 +127,7 @@ private:
         const block all{0, data.size()};
         for_each_layer_part(all, [&](std::size_t l, block b) { add_triple(l, kernels::triple<T>(part(lower, b), part(data, b))); });
         complete(std::span<double>(triples_));
-        apply(all, data, lower, false);
+        for_each_layer_part(all, [&](std::size_t l, block) { apply_layer(l, all, data, lower, false); });
     }
 
     template <class Complete>
@@ -136,23 +140,33 @@ private:
         // Receive their half segment by segment, forming this rank's partial triples of
         // each segment as it lands (still in cache).
         const std::size_t seg_in = piped_.elems<T>(keep.size()), seg_out = piped_.elems<T>(send.size());
-        std::size_t k = 0;
-        for (std::size_t i = 0; i < keep.size(); i += seg_in)
-            requests_[k++] = irecv(comm, theirs.subspan(i, std::min(seg_in, keep.size() - i)), s.peer(), tag);
-        const std::size_t receives = k;
+        const std::size_t n_in = (keep.size() + seg_in - 1) / seg_in;
+        const std::size_t window = std::min(n_in, window_); // receives in flight: copies stay just ahead
+        auto receive = [&](std::size_t j) {
+            return irecv(comm, theirs.subspan(j * seg_in, std::min(seg_in, keep.size() - j * seg_in)), s.peer(), tag);
+        };
+        for (std::size_t j = 0; j < window; ++j)
+            requests_[j] = receive(j);
+        std::size_t k = window;
         for (std::size_t i = 0; i < send.size(); i += seg_out)
             requests_[k++] = isend(comm, std::span<const T>(send.subspan(i, std::min(seg_out, send.size() - i))),
                                    s.peer(), tag);
         std::fill(triples_.begin(), triples_.end(), 0.0);
-        for (std::size_t j = 0; j < receives; ++j) {
-            comm.wait(requests_[j]);
+        for (std::size_t j = 0; j < n_in; ++j) {
+            comm.wait(requests_[j % window]);
+            if (j + window < n_in)
+                requests_[j % window] = receive(j + window);
             const block seg{keep.begin + j * seg_in, std::min(keep.begin + (j + 1) * seg_in, keep.end)};
             for_each_layer_part(seg, [&](std::size_t l, block b) {
                 const std::span<const T> mine = part(data, b), other = part(theirs, shift(b, keep.begin));
                 add_triple(l, s.low ? kernels::triple(mine, other) : kernels::triple(other, mine));
+                // A layer that lies wholly in this part has its triple complete: combine it
+                // now, while it is still in cache.
+                if (inside(l, keep) && range_.begin + b.end == layout_.offset(l) + layout_.size(l))
+                    apply_layer(l, keep, data, theirs, s.low);
             });
         }
-        for (std::size_t j = receives; j < k; ++j)
+        for (std::size_t j = window; j < k; ++j)
             comm.wait(requests_[j]);
 
         for (std::size_t g = s.group_begin; g < s.group_end; ++g) {
@@ -161,21 +175,31 @@ private:
                 triples_[i] += received_[i];
         }
         complete(std::span<double>(triples_));
-        apply(keep, data, theirs, s.low);
+        for_each_layer_part(keep, [&](std::size_t l, block) {
+            if (!inside(l, keep))
+                apply_layer(l, keep, data, theirs, s.low);
+        });
     }
 
-    // data[r] = A(a, b) on r with the group's coefficients; a is data when `mine_is_a`.
-    void apply(block r, std::span<T> data, std::span<T> theirs, bool mine_is_a)
+    // Whether layer l lies wholly in r (positions within this plan's range).
+    bool inside(std::size_t l, block r) const noexcept
     {
-        for_each_layer_part(r, [&](std::size_t l, block b) {
-            const adasum::coefficients c = adasum::from({triples_[3 * l], triples_[3 * l + 1], triples_[3 * l + 2]});
-            const std::span<T> mine = part(data, b);
-            const std::span<const T> other = part(theirs, shift(b, r.begin));
-            if (mine_is_a)
-                kernels::scaled_add<T>(mine, c.a, mine, c.b, other);
-            else
-                kernels::scaled_add<T>(mine, c.a, other, c.b, mine);
-        });
+        return layout_.offset(l) >= range_.begin + r.begin && layout_.offset(l) + layout_.size(l) <= range_.begin + r.end;
+    }
+
+    // data = A(a, b) on layer l's part within r, with the coefficients of triples_[l]; a is
+    // data when `mine_is_a`; theirs holds the partner's copy of r.
+    void apply_layer(std::size_t l, block r, std::span<T> data, std::span<T> theirs, bool mine_is_a)
+    {
+        const std::size_t b = std::max(layout_.offset(l), range_.begin + r.begin) - range_.begin;
+        const std::size_t e = std::min(layout_.offset(l) + layout_.size(l), range_.begin + r.end) - range_.begin;
+        const adasum::coefficients c = adasum::from({triples_[3 * l], triples_[3 * l + 1], triples_[3 * l + 2]});
+        const std::span<T> mine = part(data, {b, e});
+        const std::span<const T> other = part(theirs, shift({b, e}, r.begin));
+        if (mine_is_a)
+            kernels::scaled_add<T>(mine, c.a, mine, c.b, other);
+        else
+            kernels::scaled_add<T>(mine, c.a, other, c.b, mine);
     }
 
     void add_triple(std::size_t l, const kernels::dot_triple& t) noexcept
@@ -208,6 +232,7 @@ private:
     block range_;
     folding fold_;
     message_cut plain_, piped_;
+    std::size_t window_;
     std::vector<step> steps_;
     std::vector<int> peers_;
     std::vector<double> triples_, received_; // [a.b, a.a, b.b] per layer

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include <gradsync/comm/mpi.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 
@@ -62,6 +63,8 @@ public:
     int size() const { return comm_.size(); }
     const boost::mpi::communicator& native() const noexcept { return comm_; }
     std::size_t eager_limit() const noexcept { return eager_; }
+    // Ranks per node (hierarchical{.ranks_per_node = 0}); collective.
+    int ranks_per_node() const { return mpi_ranks_per_node(MPI_Comm(comm_), "gradsync::boost_mpi_communicator"); }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {

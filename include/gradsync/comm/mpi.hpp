@@ -25,6 +25,30 @@
 
 namespace gradsync {
 
+// Ranks per node of comm from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED). Collective. Nodes
+// must hold equal numbers of consecutive ranks; otherwise every rank throws usage_error.
+inline int mpi_ranks_per_node(MPI_Comm comm, const char* who)
+{
+    int rank = 0, size = 0, local = 0, local_rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    MPI_Comm shared;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared) != MPI_SUCCESS)
+        throw communication_error(std::string(who) + ": MPI_Comm_split_type failed");
+    MPI_Comm_size(shared, &local);
+    MPI_Comm_rank(shared, &local_rank);
+    MPI_Comm_free(&shared);
+    const int mine[2] = {local_rank == rank % local ? local : -1, local_rank == rank % local ? -local : 1};
+    int agreed[2] = {0, 0}; // min of local, min of -local: equal when every node agrees
+    if (MPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+        throw communication_error(std::string(who) + ": MPI_Allreduce failed");
+    if (agreed[0] < 1 || agreed[0] != -agreed[1])
+        throw usage_error(std::string(who) + " (rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                          "): nodes do not hold equal numbers of consecutive ranks; give "
+                          "hierarchical{.ranks_per_node} explicitly");
+    return agreed[0];
+}
+
 class mpi_communicator {
 public:
     struct request {
@@ -61,27 +85,8 @@ public:
     MPI_Comm native() const noexcept { return comm_; }
     std::size_t eager_limit() const noexcept { return eager_; }
 
-    // Ranks per node from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), for
-    // hierarchical{.ranks_per_node = 0}. Collective. Nodes must hold equal numbers of
-    // consecutive ranks; otherwise every rank throws usage_error.
-    int ranks_per_node() const
-    {
-        MPI_Comm shared;
-        check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &shared), "MPI_Comm_split_type");
-        int local = 0, local_rank = 0;
-        MPI_Comm_size(shared, &local);
-        MPI_Comm_rank(shared, &local_rank);
-        MPI_Comm_free(&shared);
-        const int mine = local_rank == rank_ % local ? local : -1;
-        int lowest = 0, highest = 0;
-        check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce");
-        check(MPI_Allreduce(&mine, &highest, 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce");
-        if (lowest != highest || lowest < 1)
-            throw usage_error("gradsync::mpi_communicator (rank " + std::to_string(rank_) + " of " +
-                              std::to_string(size_) + "): nodes do not hold equal numbers of consecutive ranks; "
-                              "give hierarchical{.ranks_per_node} explicitly");
-        return lowest;
-    }
+    // Ranks per node (hierarchical{.ranks_per_node = 0}); collective. See mpi_ranks_per_node.
+    int ranks_per_node() const { return mpi_ranks_per_node(comm_, "gradsync::mpi_communicator"); }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {

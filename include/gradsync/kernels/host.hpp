@@ -3,8 +3,10 @@
 //  element's accumulate type and rounded once per element.
 //  Adasum: triple (one pass: [a.b, a.a, b.b] in double) and scaled_add (one pass:
 //  out[i] = fma(ca, a[i], cb*b[i]) formed in double, rounded once to the element type; out
-//  may be a or b). The vector paths (AVX2+FMA, F16C for fp16) are chosen at run time; their
-//  summation order depends only on n, never on addresses, so equal inputs give equal bits.
+//  may be a or b). The vector paths (AVX-512, else AVX2+FMA; F16C for fp16) are chosen at
+//  run time; their summation order depends only on n and the path, never on addresses, so
+//  equal inputs give equal bits on machines of one kind (a job whose ranks run on CPUs with
+//  and without AVX-512 can see triples differ in the last bits between them).
 //
 // canonicalize_nan(x) replaces every NaN by the default quiet NaN. Addition is commutative
 // except for NaN payloads (x86 keeps one operand's, and the compiler may swap operands),
@@ -22,6 +24,7 @@
 #include <cstring>
 #include <limits>
 #include <span>
+#include <type_traits>
 
 #include <gradsync/types.hpp>
 
@@ -188,26 +191,30 @@ GRADSYNC_SIMD inline __m256d load4(const half* p) noexcept
 }
 GRADSYNC_SIMD inline void store4(double* p, __m256d v) noexcept { _mm256_storeu_pd(p, v); }
 GRADSYNC_SIMD inline void store4(float* p, __m256d v) noexcept { _mm_storeu_ps(p, _mm256_cvtpd_ps(v)); }
-// Four 64-bit lane masks as four 32-bit lane masks.
-GRADSYNC_SIMD inline __m128i narrow(__m256d mask) noexcept
-{
-    return _mm256_castsi256_si128(
-        _mm256_permutevar8x32_epi32(_mm256_castpd_si256(mask), _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0)));
-}
 // double -> fp16 rounded once: round to float with round-to-odd (nearest, then the truncated
 // neighbour with its last bit set if inexact), which float -> fp16 nearest-even then rounds
 // correctly, as float carries more than twice fp16's precision plus two bits.
-GRADSYNC_SIMD inline void store4(half* p, __m256d v) noexcept
+GRADSYNC_SIMD inline __m128 round_to_odd(__m256d v) noexcept
 {
     const __m128 nearest = _mm256_cvtpd_ps(v);
     const __m256d back = _mm256_cvtps_pd(nearest);
     const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
-    const __m128i inexact = narrow(_mm256_cmp_pd(back, v, _CMP_NEQ_OQ));
-    const __m128i away = narrow(_mm256_cmp_pd(_mm256_and_pd(back, abs_mask), _mm256_and_pd(v, abs_mask), _CMP_GT_OQ));
-    __m128i bits = _mm_castps_si128(nearest);
-    bits = _mm_add_epi32(bits, away); // away is -1 where nearest rounded up in magnitude
+    // All-ones double lanes convert to all-ones float lanes: masks narrow in one instruction.
+    const __m128i inexact = _mm_castps_si128(_mm256_cvtpd_ps(_mm256_cmp_pd(back, v, _CMP_NEQ_OQ)));
+    const __m128i away = _mm_castps_si128(_mm256_cvtpd_ps(
+        _mm256_cmp_pd(_mm256_and_pd(back, abs_mask), _mm256_and_pd(v, abs_mask), _CMP_GT_OQ)));
+    __m128i bits = _mm_add_epi32(_mm_castps_si128(nearest), away); // away is -1 where nearest grew
     bits = _mm_or_si128(bits, _mm_and_si128(inexact, _mm_set1_epi32(1)));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_cvtps_ph(_mm_castsi128_ps(bits), _MM_FROUND_TO_NEAREST_INT));
+    return _mm_castsi128_ps(bits);
+}
+// ca x + cb y in double, rounded to float by round_to_odd.
+GRADSYNC_SIMD inline __m128 scaled_to_odd(__m256d ca, __m128 x, __m256d cb, __m128 y) noexcept
+{
+    return round_to_odd(_mm256_fmadd_pd(ca, _mm256_cvtps_pd(x), _mm256_mul_pd(cb, _mm256_cvtps_pd(y))));
+}
+GRADSYNC_SIMD inline void store4(half* p, __m256d v) noexcept
+{
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_cvtps_ph(round_to_odd(v), _MM_FROUND_TO_NEAREST_INT));
 }
 
 GRADSYNC_SIMD inline double hsum(__m256d v) noexcept
@@ -240,11 +247,86 @@ GRADSYNC_SIMD void scaled_add_simd(T* out, double ca, const T* a, double cb, con
 {
     const __m256d va = _mm256_set1_pd(ca), vb = _mm256_set1_pd(cb);
     std::size_t i = 0;
+    if constexpr (std::is_same_v<T, half>) { // 8 lanes: one load and one store of each operand
+        for (; i + 8 <= n; i += 8) {
+            const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+            const __m256 y = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+            const __m128 lo = scaled_to_odd(va, _mm256_castps256_ps128(x), vb, _mm256_castps256_ps128(y));
+            const __m128 hi = scaled_to_odd(va, _mm256_extractf128_ps(x, 1), vb, _mm256_extractf128_ps(y, 1));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                             _mm256_cvtps_ph(_mm256_set_m128(hi, lo), _MM_FROUND_TO_NEAREST_INT));
+        }
+    }
     for (; i + 4 <= n; i += 4)
         store4(out + i, _mm256_fmadd_pd(va, load4(a + i), _mm256_mul_pd(vb, load4(b + i))));
     scaled_add_tail(out, ca, a, cb, b, i, n);
 }
 #undef GRADSYNC_SIMD
+
+// The same two kernels eight doubles wide, on CPUs with AVX-512 (F, VL, DQ).
+#define GRADSYNC_SIMD512 __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma,f16c")))
+
+inline bool cpu_has_avx512() noexcept
+{
+    static const bool has = cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    return has;
+}
+
+GRADSYNC_SIMD512 inline __m512d load8(const double* p) noexcept { return _mm512_loadu_pd(p); }
+// The zero-masking forms: g++ 12's unmasked ones read an undefined register (-Wuninitialized).
+GRADSYNC_SIMD512 inline __m512d widen(__m256 v) noexcept { return _mm512_maskz_cvtps_pd(0xff, v); }
+GRADSYNC_SIMD512 inline __m512d load8(const float* p) noexcept { return widen(_mm256_loadu_ps(p)); }
+GRADSYNC_SIMD512 inline __m512d load8(const half* p) noexcept
+{
+    return widen(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+GRADSYNC_SIMD512 inline void store8(double* p, __m512d v) noexcept { _mm512_storeu_pd(p, v); }
+GRADSYNC_SIMD512 inline void store8(float* p, __m512d v) noexcept { _mm256_storeu_ps(p, _mm512_maskz_cvtpd_ps(0xff, v)); }
+// Round to odd with the embedded rounding mode: truncate, then set the last bit if inexact.
+GRADSYNC_SIMD512 inline void store8(half* p, __m512d v) noexcept
+{
+    const __m256 t = _mm512_maskz_cvt_roundpd_ps(0xff, v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __mmask8 inexact = _mm512_cmp_pd_mask(widen(t), v, _CMP_NEQ_UQ);
+    const __m256i bits = _mm256_mask_or_epi32(_mm256_castps_si256(t), inexact, _mm256_castps_si256(t),
+                                              _mm256_set1_epi32(1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph(_mm256_castsi256_ps(bits), _MM_FROUND_TO_NEAREST_INT));
+}
+
+GRADSYNC_SIMD512 inline double hsum8(__m512d v) noexcept
+{
+    alignas(64) double t[8];
+    _mm512_store_pd(t, v);
+    return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
+}
+
+template <class T>
+GRADSYNC_SIMD512 dot_triple triple_simd512(const T* a, const T* b, std::size_t n) noexcept
+{
+    __m512d ab = _mm512_setzero_pd(), aa = ab, bb = ab;
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m512d x = load8(a + i), y = load8(b + i);
+        ab = _mm512_fmadd_pd(x, y, ab);
+        aa = _mm512_fmadd_pd(x, x, aa);
+        bb = _mm512_fmadd_pd(y, y, bb);
+    }
+    dot_triple t{hsum8(ab), hsum8(aa), hsum8(bb)};
+    triple_tail(a, b, i, n, t);
+    return t;
+}
+
+template <class T>
+GRADSYNC_SIMD512 void scaled_add_simd512(T* out, double ca, const T* a, double cb, const T* b, std::size_t n) noexcept
+{
+    const __m512d va = _mm512_set1_pd(ca), vb = _mm512_set1_pd(cb);
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        store8(out + i, _mm512_fmadd_pd(va, load8(a + i), _mm512_mul_pd(vb, load8(b + i))));
+    scaled_add_tail(out, ca, a, cb, b, i, n);
+}
+#undef GRADSYNC_SIMD512
 #endif
 
 } // namespace detail
@@ -253,6 +335,8 @@ template <class T>
 dot_triple triple(std::span<const T> a, std::span<const T> b) noexcept
 {
 #if GRADSYNC_HAVE_F16C_DISPATCH
+    if (detail::cpu_has_avx512())
+        return detail::triple_simd512(a.data(), b.data(), a.size());
     if (detail::cpu_has_avx2())
         return detail::triple_simd(a.data(), b.data(), a.size());
 #endif
@@ -265,6 +349,8 @@ template <class T>
 void scaled_add(std::span<T> out, double ca, std::span<const T> a, double cb, std::span<const T> b) noexcept
 {
 #if GRADSYNC_HAVE_F16C_DISPATCH
+    if (detail::cpu_has_avx512())
+        return detail::scaled_add_simd512(out.data(), ca, a.data(), cb, b.data(), out.size());
     if (detail::cpu_has_avx2())
         return detail::scaled_add_simd(out.data(), ca, a.data(), cb, b.data(), out.size());
 #endif
