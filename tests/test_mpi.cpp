@@ -1,4 +1,4 @@
-// The allreduce matrix and the misuse checks over a real transport, for the launcher's N.
+// The allreduce matrix, Adasum and the misuse checks over a real transport, for the launcher's N.
 // Compiled twice: GRADSYNC_TEST_TRANSPORT_MPI (gradsync::mpi_communicator over MPI_COMM_WORLD)
 // and GRADSYNC_TEST_TRANSPORT_BOOST_MPI (gradsync::boost_mpi_communicator over
 // boost::mpi::communicator()).
@@ -21,6 +21,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <unistd.h> // getpid
@@ -41,6 +42,7 @@ static transport make_comm() { return transport(MPI_COMM_WORLD); }
 
 #include <gradsync/gradsync.hpp>
 
+#include "adasum_reference.hpp"
 #include "reference.hpp"
 
 namespace {
@@ -187,6 +189,120 @@ TEST_CASE("mpi allreduce matrix: ring", "[allreduce]") { run_matrix<gradsync::ri
 TEST_CASE("mpi allreduce matrix: recursive_halving", "[allreduce]") { run_matrix<gradsync::recursive_halving>(); }
 TEST_CASE("mpi allreduce matrix: recursive_doubling", "[allreduce]") { run_matrix<gradsync::recursive_doubling>(); }
 TEST_CASE("mpi allreduce matrix: automatic", "[allreduce]") { run_matrix<gradsync::automatic>(); }
+
+namespace {
+
+// Adasum over the transport (DESIGN.md §3), against the independent reference of
+// adasum_reference.hpp: for the launcher's N, every algorithm (automatic checked against the
+// reference of what it chose; hierarchical{0} asks the communicator, which on one machine
+// says N), fp32 and fp64, layouts with empty, one-element and long layers, with 256-byte
+// segments and with default options; a reducer called twice with different data. Every
+// rank checks the result against the reference, and the ranks compare checksums.
+struct adasum_layout {
+    const char* name;
+    std::vector<std::size_t> layers;
+    bool small_segments;
+};
+
+template <class T>
+std::vector<adasum_layout> adasum_layouts(int n)
+{
+    const std::size_t big = std::size_t(n) * (256 / sizeof(T)) + 77; // more than N segments
+    return {{"mixed, 256-byte segments", {0, 1, 5, 0, 1, 300, big, 2, 0}, true},
+            {"one element, 256-byte segments", {1}, true},
+            {"default options", {5000, 0, 1, 999}, false}};
+}
+
+// k: hierarchical's ranks_per_node as given (0: the communicator's), -1 for the others.
+template <class T, class Algo>
+void run_adasum(const Algo& algo, const std::string& name, int k, bool node_sum)
+{
+    transport comm = make_comm();
+    const int n = comm.size(), r = comm.rank();
+    std::uint64_t seed = 500;
+    for (const adasum_layout& lc : adasum_layouts<T>(n)) {
+        std::size_t count = 0;
+        for (std::size_t s : lc.layers)
+            count += s;
+        gradsync::reducer_options options;
+        if (lc.small_segments)
+            options.pipeline = {.segment_bytes = 256, .window = 2};
+        const std::string context = name + " " + ref::type_name<T>() + " " + lc.name;
+        std::unique_ptr<gradsync::reducer<T, transport, gradsync::adasum, Algo>> reduce;
+        must_succeed(context + " reducer plan", [&] {
+            reduce = std::make_unique<gradsync::reducer<T, transport, gradsync::adasum, Algo>>(
+                comm, count, std::span<const std::size_t>(lc.layers), algo, options);
+        });
+        std::uint32_t chosen = Algo::code;
+        int per_node = 0;
+        if constexpr (std::is_same_v<Algo, gradsync::automatic>)
+            chosen = reduce->plan().chosen();
+        if constexpr (std::is_same_v<Algo, gradsync::hierarchical>)
+            per_node = reduce->plan().ranks_per_node();
+        for (int call = 0; call < 2; ++call, ++seed) {
+            std::vector<std::vector<T>> inputs;
+            for (int q = 0; q < n; ++q)
+                inputs.push_back(adaref::normal_data<T>(seed, q, count));
+            std::vector<T> data = inputs[std::size_t(r)];
+            must_succeed(context + " reducer call", [&] { (*reduce)(std::span<T>(data)); });
+            const std::vector<adaref::vec> g = adaref::widen(inputs);
+            adaref::vec want;
+            if (k >= 0)
+                want = adaref::hierarchical(g, lc.layers, std::size_t(per_node), node_sum);
+            else if (chosen == gradsync::ring::code)
+                want = adaref::ring_chain(g, lc.layers);
+            else
+                want = adaref::halving_tree(g, lc.layers);
+            const std::string correct = adaref::first_layer_out_of_tolerance(
+                data, want, lc.layers, adaref::tolerance<T>(chosen == gradsync::ring::code), g);
+            const bool identical = same_everywhere(ref::fnv1a(data.data(), data.size() * sizeof(T)));
+            INFO("rank " << r << " of " << n << ", " << context << ", call " << call + 1 << ", algorithm code "
+                         << chosen << ", ranks_per_node " << per_node);
+            CHECK(correct == "");
+            CHECK(identical);
+            if (k >= 0)
+                CHECK(per_node == (k == 0 ? n : k)); // one machine: the communicator says N
+            if constexpr (std::is_same_v<Algo, gradsync::automatic>)
+                CHECK(chosen == algo.choose(count * sizeof(T), count, n));
+        }
+    }
+}
+
+template <class Algo>
+void run_adasum_types(const Algo& algo, const std::string& name, int k = -1, bool node_sum = false)
+{
+    run_adasum<float>(algo, name, k, node_sum);
+    run_adasum<double>(algo, name, k, node_sum);
+}
+
+} // namespace
+
+TEST_CASE("mpi adasum: recursive_halving", "[adasum]")
+{
+    run_adasum_types(gradsync::recursive_halving{}, "recursive_halving");
+}
+TEST_CASE("mpi adasum: recursive_doubling", "[adasum]")
+{
+    run_adasum_types(gradsync::recursive_doubling{}, "recursive_doubling");
+}
+TEST_CASE("mpi adasum: ring", "[adasum]") { run_adasum_types(gradsync::ring{}, "ring"); }
+TEST_CASE("mpi adasum: automatic", "[adasum]")
+{
+    run_adasum_types(gradsync::automatic{}, "automatic{}");
+    gradsync::automatic small; // every choice on small data: doubling, halving and (odd N) ring
+    small.small_bytes = 256;
+    small.ring_bytes = 2048;
+    run_adasum_types(small, "automatic{small_bytes 256, ring_bytes 2048}");
+}
+TEST_CASE("mpi adasum: hierarchical", "[adasum]")
+{
+    run_adasum_types(gradsync::hierarchical{.ranks_per_node = 0}, "hierarchical{0}", 0);
+    if (world_size() % 2 == 0) {
+        run_adasum_types(gradsync::hierarchical{.ranks_per_node = 2}, "hierarchical{2}", 2);
+        run_adasum_types(gradsync::hierarchical{.ranks_per_node = 2, .within_node = gradsync::node_combine::sum},
+                         "hierarchical{2, sum}", 2, true);
+    }
+}
 
 namespace {
 

@@ -1,0 +1,857 @@
+// Adasum over local_group (DESIGN.md §3 and §4), against the independent double-precision
+// reference of adasum_reference.hpp:
+//
+//  - the matrix: N = 1..16 x {fp16, fp32, fp64} x {recursive_halving, recursive_doubling, ring,
+//    automatic (default and small thresholds, checked against the reference of the algorithm
+//    it chose), hierarchical{k = 1, 2, 4 where k divides N, and 0 = the communicator's},
+//    hierarchical{k = 2 (1 for odd N), node_combine::sum}} x layouts with empty, one-element
+//    and long layers, fewer elements than ranks, no elements, no layout, 256-byte segments
+//    (layers cross segments and straddle the halving cuts) and default options with a layer
+//    of 70001 elements. A reducer is called twice with different data; the one-shot
+//    allreduce of the first call's data must give the same bits. Per layer, ||out - ref|| /
+//    ||ref|| <= 1e-12 (fp64), 2e-5 (fp32), 8e-3 (fp16), three times that for the ring's
+//    chain; every rank's result is bitwise identical to rank 0's.
+//  - Horovod's scenarios (fp32, fp64, N in {2, 3, 4, 8}, every algorithm): orthogonal
+//    gradients sum exactly, parallel ones give the vector back, tiny and huge magnitudes stay
+//    finite and accurate, zero gradients drop out, a NaN poisons its layer on every rank.
+//  - misuse: a ranks_per_node that does not divide N, ranks that disagree on the policy or on
+//    hierarchical's parameters.
+//
+// Catch2 is not thread-safe: rank code only stores results; every CHECK runs on the main thread.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <gradsync/gradsync.hpp>
+
+#include "adasum_reference.hpp"
+#include "reference.hpp"
+
+namespace {
+
+using gradsync::half;
+using gradsync::local_communicator;
+using gradsync::local_group;
+using Catch::Matchers::Contains;
+using clock_type = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------------------
+// Algorithms as run-time values, so one runner covers every tag.
+
+enum class alg { recursive_halving, recursive_doubling, ring, automatic, hierarchical };
+
+struct variant {
+    alg a = alg::recursive_halving;
+    int k = 0;                     // hierarchical: ranks_per_node (0: ask the communicator)
+    bool node_sum = false;         // hierarchical: node_combine::sum instead of average
+    bool small_thresholds = false; // automatic{.small_bytes = 256, .ring_bytes = 2048}
+};
+
+gradsync::automatic automatic_rule(const variant& v)
+{
+    gradsync::automatic rule;
+    if (v.small_thresholds) {
+        rule.small_bytes = 256;
+        rule.ring_bytes = 2048;
+    }
+    return rule;
+}
+
+std::string describe(const variant& v)
+{
+    switch (v.a) {
+    case alg::recursive_halving: return "recursive_halving";
+    case alg::recursive_doubling: return "recursive_doubling";
+    case alg::ring: return "ring";
+    case alg::automatic: return v.small_thresholds ? "automatic{small_bytes 256, ring_bytes 2048}" : "automatic{}";
+    case alg::hierarchical:
+        return "hierarchical{ranks_per_node " + std::to_string(v.k) + (v.node_sum ? ", sum}" : ", average}");
+    }
+    return "?";
+}
+
+gradsync::node_combine node_rule(bool sum)
+{
+    return sum ? gradsync::node_combine::sum : gradsync::node_combine::average;
+}
+
+template <class F>
+void with_algorithm(const variant& v, F&& f)
+{
+    switch (v.a) {
+    case alg::recursive_halving: f(gradsync::recursive_halving{}); break;
+    case alg::recursive_doubling: f(gradsync::recursive_doubling{}); break;
+    case alg::ring: f(gradsync::ring{}); break;
+    case alg::automatic: f(automatic_rule(v)); break;
+    case alg::hierarchical:
+        f(gradsync::hierarchical{.ranks_per_node = v.k, .within_node = node_rule(v.node_sum)});
+        break;
+    }
+}
+
+// The algorithm code a reducer runs: automatic's choice, else the tag's own.
+template <class R, class Algo>
+std::uint32_t chosen_code(const R& r, const Algo&)
+{
+    if constexpr (std::is_same_v<Algo, gradsync::automatic>)
+        return r.plan().chosen();
+    else
+        return Algo::code;
+}
+
+const char* code_name(std::uint32_t code)
+{
+    if (code == gradsync::ring::code)
+        return "ring";
+    if (code == gradsync::recursive_halving::code)
+        return "recursive_halving";
+    if (code == gradsync::recursive_doubling::code)
+        return "recursive_doubling";
+    if (code == gradsync::hierarchical::code)
+        return "hierarchical";
+    return "?";
+}
+
+int resolved_k(const variant& v, int n) { return v.k == 0 ? n : v.k; }
+
+// The reference result of variant v (automatic: of the algorithm it chose).
+adaref::vec expected(const variant& v, std::uint32_t chosen, int n, const std::vector<adaref::vec>& g,
+                     const std::vector<std::size_t>& layers)
+{
+    if (v.a == alg::hierarchical)
+        return adaref::hierarchical(g, layers, std::size_t(resolved_k(v, n)), v.node_sum);
+    if (chosen == gradsync::ring::code)
+        return adaref::ring_chain(g, layers);
+    return adaref::halving_tree(g, layers);
+}
+
+template <class T>
+double tolerance_of(std::uint32_t chosen)
+{
+    return adaref::tolerance<T>(chosen == gradsync::ring::code);
+}
+
+// ---------------------------------------------------------------------------------------
+// Running cases on a local_group.
+
+struct layout_case {
+    std::string name;
+    std::vector<std::size_t> layers; // given to the library as is (empty: one layer)
+    std::size_t count = 0;
+    bool small_segments = false;     // 256-byte segments, window 2
+};
+
+gradsync::reducer_options options_for(const layout_case& c)
+{
+    gradsync::reducer_options o;
+    if (c.small_segments)
+        o = gradsync::reducer_options{.pipeline = {.segment_bytes = 256, .window = 2}};
+    return o;
+}
+
+std::size_t total(const std::vector<std::size_t>& layers)
+{
+    std::size_t t = 0;
+    for (std::size_t s : layers)
+        t += s;
+    return t;
+}
+
+template <class T>
+using per_rank = std::vector<std::vector<T>>; // [rank]
+
+template <class T>
+struct case_result {
+    std::vector<per_rank<T>> out;    // [call][rank]; one more at the end for the one-shot call
+    std::vector<std::uint32_t> chosen; // [rank]
+};
+
+// Runs variant v on a fresh group of n ranks. For each case c: a reducer is planned and
+// called once per entry of inputs[c] (inputs[c][call][rank]); with `oneshot`, the one-shot
+// allreduce of call 0's data follows. Returns "" or the exception that escaped a rank.
+template <class T>
+std::string run_cases(int n, const variant& v, const std::vector<layout_case>& cases,
+                      const std::vector<std::vector<per_rank<T>>>& inputs, bool oneshot,
+                      std::vector<case_result<T>>& results)
+{
+    results.assign(cases.size(), {});
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+        results[c].out.assign(inputs[c].size() + (oneshot ? 1 : 0), per_rank<T>(std::size_t(n)));
+        results[c].chosen.assign(std::size_t(n), 0);
+    }
+    local_group group(n);
+    try {
+        group.run([&](local_communicator& comm) {
+            const auto r = std::size_t(comm.rank());
+            with_algorithm(v, [&](auto algo) {
+                using Algo = decltype(algo);
+                for (std::size_t c = 0; c < cases.size(); ++c) {
+                    const layout_case& lc = cases[c];
+                    const std::span<const std::size_t> layers(lc.layers);
+                    using reducer_type = gradsync::reducer<T, local_communicator, gradsync::adasum, Algo>;
+                    reducer_type reduce(comm, lc.count, layers, algo, options_for(lc));
+                    results[c].chosen[r] = chosen_code(reduce, algo);
+                    std::vector<T> data;
+                    for (std::size_t call = 0; call < inputs[c].size(); ++call) {
+                        data = inputs[c][call][r];
+                        reduce(std::span<T>(data));
+                        results[c].out[call][r] = std::move(data);
+                    }
+                    if (oneshot) {
+                        data = inputs[c][0][r];
+                        if (lc.small_segments) // the six-argument form
+                            gradsync::allreduce(comm, std::span<T>(data), gradsync::adasum{}, algo, layers,
+                                                options_for(lc));
+                        else // the five-argument form of DESIGN.md §2
+                            gradsync::allreduce(comm, std::span<T>(data), gradsync::adasum{}, algo, layers);
+                        results[c].out.back()[r] = std::move(data);
+                    }
+                }
+            });
+        });
+    } catch (const std::exception& e) {
+        return std::string("a rank threw: ") + e.what();
+    }
+    return "";
+}
+
+// "" when every rank holds exactly rank 0's bytes (NaN payloads included).
+template <class T>
+std::string identical_across_ranks(const per_rank<T>& out)
+{
+    for (std::size_t r = 1; r < out.size(); ++r) {
+        if (out[r].size() != out[0].size())
+            return "rank " + std::to_string(r) + " has " + std::to_string(out[r].size()) + " elements";
+        if (!ref::same_bits(out[r].data(), out[0].data(), out[0].size() * sizeof(T)))
+            return "rank " + std::to_string(r) + " differs from rank 0 at " + ref::first_difference(out[r], out[0]);
+    }
+    return "";
+}
+
+std::string same_choice(const std::vector<std::uint32_t>& chosen)
+{
+    for (std::size_t r = 1; r < chosen.size(); ++r)
+        if (chosen[r] != chosen[0])
+            return "rank " + std::to_string(r) + " chose " + code_name(chosen[r]) + ", rank 0 " + code_name(chosen[0]);
+    return "";
+}
+
+// ---------------------------------------------------------------------------------------
+// The matrix.
+
+template <class T>
+std::vector<layout_case> matrix_layouts(int n)
+{
+    const std::size_t segment = 256 / sizeof(T);
+    const std::size_t big = std::size_t(n) * segment + 77; // more than N segments
+    std::vector<layout_case> cases;
+    std::vector<std::size_t> mixed{0, 1, 5, 0, 1, 300, big, 2, 0};
+    cases.push_back(
+        {"mixed: empty, one-element and N segments + 77 elements (256-byte segments)", mixed, total(mixed), true});
+    std::vector<std::size_t> many;
+    for (std::size_t i = 0; i < 23; ++i)
+        many.push_back(i * 7 % 13); // 0..12: empty and one-element layers, more layers than ranks
+    cases.push_back({"23 small layers (256-byte segments)", many, total(many), true});
+    cases.push_back({"two elements in three layers (fewer elements than ranks)", {1, 0, 1}, 2, true});
+    cases.push_back({"no elements (two empty layers)", {0, 0}, 0, false});
+    cases.push_back({"1000 elements, no layout given (one layer)", {}, 1000, false});
+    std::vector<std::size_t> large{70001, 0, 1, 999};
+    cases.push_back({"default options, a layer of 70001 elements", large, total(large), false});
+    return cases;
+}
+
+std::uint64_t matrix_seed(int n, std::size_t c, std::size_t call)
+{
+    return ref::mix(std::uint64_t(n) * 7919 + c * 131 + call);
+}
+
+template <class T>
+void check_matrix_case(int n, const variant& v, const layout_case& lc, const std::vector<per_rank<T>>& inputs,
+                       const case_result<T>& res)
+{
+    INFO(ref::type_name<T>() << ", N " << n << ", " << describe(v) << ", " << lc.name);
+    const std::uint32_t chosen = res.chosen[0];
+    CHECK(same_choice(res.chosen) == "");
+    if (v.a == alg::automatic)
+        CHECK(chosen == automatic_rule(v).choose(lc.count * sizeof(T), lc.count, n));
+    const std::vector<std::size_t> layers = adaref::normalize(lc.count, lc.layers);
+    const double tol = tolerance_of<T>(chosen);
+    for (std::size_t call = 0; call < inputs.size(); ++call) {
+        INFO("reducer call " << call + 1 << ", checked against the " << code_name(chosen) << " reference");
+        const std::vector<adaref::vec> g = adaref::widen(inputs[call]);
+        const adaref::vec want = expected(v, chosen, n, g, layers);
+        CHECK(adaref::first_layer_out_of_tolerance(res.out[call][0], want, layers, tol, g) == "");
+        CHECK(identical_across_ranks(res.out[call]) == "");
+    }
+    if (res.out.size() > inputs.size()) {
+        INFO("one-shot allreduce of the first call's data");
+        CHECK(ref::first_difference(res.out.back()[0], res.out[0][0]) == "");
+        CHECK(identical_across_ranks(res.out.back()) == "");
+    }
+}
+
+template <class T>
+void run_matrix(std::vector<variant> (*variants_for)(int))
+{
+    for (int n = 1; n <= 16; ++n) {
+        const std::vector<layout_case> cases = matrix_layouts<T>(n);
+        std::vector<std::vector<per_rank<T>>> inputs(cases.size()); // [case][call][rank]
+        for (std::size_t c = 0; c < cases.size(); ++c)
+            for (std::size_t call = 0; call < 2; ++call) {
+                per_rank<T> in;
+                for (int r = 0; r < n; ++r)
+                    in.push_back(adaref::normal_data<T>(matrix_seed(n, c, call), r, cases[c].count));
+                inputs[c].push_back(std::move(in));
+            }
+        for (const variant& v : variants_for(n)) {
+            std::vector<case_result<T>> results;
+            const std::string escaped = run_cases<T>(n, v, cases, inputs, true, results);
+            {
+                INFO(ref::type_name<T>() << ", N " << n << ", " << describe(v));
+                CHECK(escaped == "");
+            }
+            if (!escaped.empty())
+                continue;
+            for (std::size_t c = 0; c < cases.size(); ++c)
+                check_matrix_case<T>(n, v, cases[c], inputs[c], results[c]);
+        }
+    }
+}
+
+std::vector<variant> halving_variants(int) { return {{alg::recursive_halving}}; }
+std::vector<variant> doubling_variants(int) { return {{alg::recursive_doubling}}; }
+std::vector<variant> ring_variants(int) { return {{alg::ring}}; }
+std::vector<variant> automatic_variants(int)
+{
+    return {{.a = alg::automatic}, {.a = alg::automatic, .small_thresholds = true}};
+}
+std::vector<variant> hierarchical_variants(int n)
+{
+    std::vector<variant> v;
+    for (int k : {1, 2, 4})
+        if (n % k == 0)
+            v.push_back({.a = alg::hierarchical, .k = k});
+    v.push_back({.a = alg::hierarchical, .k = 0}); // local_group: one node of N ranks
+    return v;
+}
+std::vector<variant> hierarchical_sum_variants(int n)
+{
+    return {{.a = alg::hierarchical, .k = n % 2 == 0 ? 2 : 1, .node_sum = true}};
+}
+
+} // namespace
+
+#define GRADSYNC_ADASUM_MATRIX(name, variants, type, type_name)                                                        \
+    TEST_CASE("adasum matrix: " name " " type_name, "[adasum][matrix]") { run_matrix<type>(variants); }
+
+GRADSYNC_ADASUM_MATRIX("recursive_halving", halving_variants, half, "fp16")
+GRADSYNC_ADASUM_MATRIX("recursive_halving", halving_variants, float, "fp32")
+GRADSYNC_ADASUM_MATRIX("recursive_halving", halving_variants, double, "fp64")
+GRADSYNC_ADASUM_MATRIX("recursive_doubling", doubling_variants, half, "fp16")
+GRADSYNC_ADASUM_MATRIX("recursive_doubling", doubling_variants, float, "fp32")
+GRADSYNC_ADASUM_MATRIX("recursive_doubling", doubling_variants, double, "fp64")
+GRADSYNC_ADASUM_MATRIX("ring", ring_variants, half, "fp16")
+GRADSYNC_ADASUM_MATRIX("ring", ring_variants, float, "fp32")
+GRADSYNC_ADASUM_MATRIX("ring", ring_variants, double, "fp64")
+GRADSYNC_ADASUM_MATRIX("automatic", automatic_variants, half, "fp16")
+GRADSYNC_ADASUM_MATRIX("automatic", automatic_variants, float, "fp32")
+GRADSYNC_ADASUM_MATRIX("automatic", automatic_variants, double, "fp64")
+GRADSYNC_ADASUM_MATRIX("hierarchical (ranks_per_node 1, 2, 4, 0)", hierarchical_variants, half, "fp16")
+GRADSYNC_ADASUM_MATRIX("hierarchical (ranks_per_node 1, 2, 4, 0)", hierarchical_variants, float, "fp32")
+GRADSYNC_ADASUM_MATRIX("hierarchical (ranks_per_node 1, 2, 4, 0)", hierarchical_variants, double, "fp64")
+GRADSYNC_ADASUM_MATRIX("hierarchical node sum (ranks_per_node 2)", hierarchical_sum_variants, half, "fp16")
+GRADSYNC_ADASUM_MATRIX("hierarchical node sum (ranks_per_node 2)", hierarchical_sum_variants, float, "fp32")
+GRADSYNC_ADASUM_MATRIX("hierarchical node sum (ranks_per_node 2)", hierarchical_sum_variants, double, "fp64")
+
+// ---------------------------------------------------------------------------------------
+// Horovod's scenarios.
+
+namespace {
+
+std::vector<variant> scenario_variants(int n)
+{
+    const int k = n % 2 == 0 ? 2 : 1;
+    return {{.a = alg::recursive_halving},
+            {.a = alg::recursive_doubling},
+            {.a = alg::ring},
+            {.a = alg::automatic},
+            {.a = alg::automatic, .small_thresholds = true},
+            {.a = alg::hierarchical, .k = k},
+            {.a = alg::hierarchical, .k = 0},
+            {.a = alg::hierarchical, .k = k, .node_sum = true}};
+}
+
+const std::vector<std::size_t>& scenario_layers()
+{
+    static const std::vector<std::size_t> layers{0, 1, 3, 300, 1000, 0, 77};
+    return layers;
+}
+
+// What each rank's vector becomes by the node rule alone: hierarchical{average} divides by
+// k (resolved), everything else by 1.
+int node_divisor(const variant& v, int n)
+{
+    return v.a == alg::hierarchical && !v.node_sum ? resolved_k(v, n) : 1;
+}
+
+struct scenario_context {
+    int n;
+    const variant& v;
+    std::uint32_t chosen;
+    std::vector<std::size_t> layers;
+};
+
+// Runs make(n, rank) on every rank with every scenario variant, N in {2, 3, 4, 8}; checks
+// that nothing threw, that all ranks agree bit for bit, and calls check(ctx, inputs, out0).
+template <class T, class Make, class Check>
+void scenario(Make make, Check check)
+{
+    const layout_case lc{"scenario layers", scenario_layers(), total(scenario_layers()), true};
+    for (int n : {2, 3, 4, 8}) {
+        per_rank<T> in;
+        for (int r = 0; r < n; ++r)
+            in.push_back(make(n, r));
+        const std::vector<std::vector<per_rank<T>>> inputs{{in}};
+        for (const variant& v : scenario_variants(n)) {
+            std::vector<case_result<T>> results;
+            const auto start = clock_type::now();
+            const std::string escaped = run_cases<T>(n, v, {lc}, inputs, false, results);
+            const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+            INFO(ref::type_name<T>() << ", N " << n << ", " << describe(v));
+            CHECK(escaped == "");
+            CHECK(seconds < 30.0); // returns promptly, whatever the data
+            if (!escaped.empty())
+                continue;
+            CHECK(same_choice(results[0].chosen) == "");
+            CHECK(identical_across_ranks(results[0].out[0]) == "");
+            const scenario_context ctx{n, v, results[0].chosen[0], adaref::normalize(lc.count, lc.layers)};
+            check(ctx, in, results[0].out[0][0]);
+        }
+    }
+}
+
+template <class T>
+void check_against_reference(const scenario_context& ctx, const per_rank<T>& in, const std::vector<T>& got)
+{
+    const std::vector<adaref::vec> g = adaref::widen(in);
+    const adaref::vec want = expected(ctx.v, ctx.chosen, ctx.n, g, ctx.layers);
+    INFO("against the " << code_name(ctx.chosen) << " reference");
+    CHECK(adaref::first_layer_out_of_tolerance(got, want, ctx.layers, tolerance_of<T>(ctx.chosen), g) == "");
+}
+
+template <class T>
+std::string first_not_finite(const std::vector<T>& got)
+{
+    for (std::size_t i = 0; i < got.size(); ++i)
+        if (!std::isfinite(double(got[i])))
+            return "element " + std::to_string(i) + " is " + std::to_string(double(got[i]));
+    return "";
+}
+
+bool power_of_two(int k) { return k > 0 && (k & (k - 1)) == 0; }
+
+// Orthogonal: rank r owns the coordinates i with i % N == r. A(x, y) = x + y exactly, so
+// the result is the sum (divided by the node size for hierarchical{average}, exact when
+// that is a power of two).
+template <class T>
+void orthogonal()
+{
+    scenario<T>(
+        [](int n, int r) {
+            std::vector<T> v = adaref::normal_data<T>(101, r, total(scenario_layers()));
+            for (std::size_t i = 0; i < v.size(); ++i)
+                if (int(i % std::size_t(n)) != r)
+                    v[i] = T(0);
+            return v;
+        },
+        [](const scenario_context& ctx, const per_rank<T>& in, const std::vector<T>& got) {
+            check_against_reference<T>(ctx, in, got);
+            const int div = node_divisor(ctx.v, ctx.n);
+            if (!power_of_two(div))
+                return;
+            std::vector<T> want(got.size());
+            for (std::size_t i = 0; i < want.size(); ++i)
+                want[i] = T(double(in[i % std::size_t(ctx.n)][i]) / div);
+            INFO("the exact sum" << (div > 1 ? " divided by the node size" : ""));
+            CHECK(ref::first_difference(got, want) == "");
+        });
+}
+
+// Parallel: every rank has the same v; A(v, v) = v exactly (node sums of two give 2v).
+template <class T>
+void parallel()
+{
+    scenario<T>([](int, int) { return adaref::normal_data<T>(202, 0, total(scenario_layers())); },
+                [](const scenario_context& ctx, const per_rank<T>& in, const std::vector<T>& got) {
+                    check_against_reference<T>(ctx, in, got);
+                    const int k = ctx.v.a == alg::hierarchical ? resolved_k(ctx.v, ctx.n) : 1;
+                    if (k > 2) // a node sum of 3 or more copies may round; the tolerance check covers it
+                        return;
+                    const double factor = ctx.v.a == alg::hierarchical && ctx.v.node_sum ? k : 1;
+                    std::vector<T> want(got.size());
+                    for (std::size_t i = 0; i < want.size(); ++i)
+                        want[i] = T(double(in[0][i]) * factor);
+                    INFO("A(v, v) = v exactly");
+                    CHECK(ref::first_difference(got, want) == "");
+                });
+}
+
+template <class T>
+void magnitude(double scale)
+{
+    INFO("inputs of magnitude " << scale);
+    scenario<T>([scale](int, int r) { return adaref::normal_data<T>(303, r, total(scenario_layers()), scale); },
+                [scale](const scenario_context& ctx, const per_rank<T>& in, const std::vector<T>& got) {
+                    CHECK(first_not_finite(got) == "");
+                    check_against_reference<T>(ctx, in, got);
+                    // Not flushed to zero nor blown up: the largest magnitude stays near scale.
+                    double top = 0;
+                    for (const T& x : got)
+                        top = std::max(top, std::fabs(double(x)));
+                    CHECK(top > scale / 10);
+                    CHECK(top < 100 * scale);
+                });
+}
+
+} // namespace
+
+TEST_CASE("adasum scenario: orthogonal gradients give the exact sum", "[adasum][scenario]")
+{
+    orthogonal<float>();
+    orthogonal<double>();
+}
+
+TEST_CASE("adasum scenario: identical gradients on every rank give that gradient", "[adasum][scenario]")
+{
+    parallel<float>();
+    parallel<double>();
+}
+
+TEST_CASE("adasum scenario: tiny gradients stay finite and accurate", "[adasum][scenario]")
+{
+    magnitude<float>(1e-30); // squares 1e-60 in double: far above sqrt(DBL_MIN)
+    magnitude<float>(1e-20);
+    magnitude<double>(1e-70);  // squares 1e-140, above sqrt(DBL_MIN) ~ 1.5e-154
+    magnitude<double>(1e-100); // squares 1e-200: below the guard, so A is the plain sum
+}
+
+TEST_CASE("adasum scenario: huge gradients stay finite and accurate", "[adasum][scenario]")
+{
+    magnitude<float>(1e30);
+    magnitude<double>(1e150);
+}
+
+namespace {
+
+// Zero gradients on the ranks where zero(n, r): A(x, 0) = x.
+template <class T, class Zero>
+void zeros(Zero zero, bool exact_when_one_left)
+{
+    scenario<T>(
+        [zero](int n, int r) {
+            std::vector<T> v = adaref::normal_data<T>(404, r, total(scenario_layers()));
+            if (zero(n, r))
+                std::fill(v.begin(), v.end(), T(0));
+            return v;
+        },
+        [exact_when_one_left](const scenario_context& ctx, const per_rank<T>& in, const std::vector<T>& got) {
+            check_against_reference<T>(ctx, in, got);
+            if (!exact_when_one_left)
+                return;
+            // One rank left with data: its vector comes back (over the node size), exactly.
+            const int div = node_divisor(ctx.v, ctx.n);
+            if (!power_of_two(div))
+                return;
+            std::vector<T> want(got.size());
+            for (std::size_t i = 0; i < want.size(); ++i) {
+                double s = 0;
+                for (const auto& v : in)
+                    s += double(v[i]);
+                want[i] = T(s / div);
+            }
+            INFO("A(x, 0) = x exactly");
+            CHECK(ref::first_difference(got, want) == "");
+        });
+}
+
+} // namespace
+
+TEST_CASE("adasum scenario: zero gradients on some ranks leave the others' (A(x, 0) = x)", "[adasum][scenario]")
+{
+    SECTION("every rank but the middle one is zero")
+    {
+        auto zero = [](int n, int r) { return r != n / 2; };
+        zeros<float>(zero, true);
+        zeros<double>(zero, true);
+    }
+    SECTION("the even ranks are zero")
+    {
+        auto zero = [](int, int r) { return r % 2 == 0; };
+        zeros<float>(zero, false);
+        zeros<double>(zero, false);
+    }
+    SECTION("the last rank is zero")
+    {
+        auto zero = [](int n, int r) { return r == n - 1; };
+        zeros<float>(zero, false);
+        zeros<double>(zero, false);
+    }
+}
+
+TEST_CASE("adasum scenario: zero gradients everywhere give zero", "[adasum][scenario]")
+{
+    auto all_zero = [](const scenario_context&, const auto&, const auto& got) {
+        std::string first;
+        for (std::size_t i = 0; i < got.size() && first.empty(); ++i)
+            if (!(double(got[i]) == 0))
+                first = "element " + std::to_string(i) + " is " + std::to_string(double(got[i]));
+        CHECK(first == "");
+    };
+    scenario<float>([](int, int) { return std::vector<float>(total(scenario_layers()), 0.0f); }, all_zero);
+    scenario<double>([](int, int) { return std::vector<double>(total(scenario_layers()), 0.0); }, all_zero);
+}
+
+namespace {
+
+// NaNs in some ranks' inputs (some negative, with a payload, so that partners could end with
+// different NaN bits): the reference's IEEE arithmetic says where the result is NaN (the
+// whole layer once a vector with a NaN meets one without; only the NaN elements where two
+// vectors with NaNs meet or where no combine happens, as in hierarchical with one node);
+// other layers are untouched; all ranks agree bit for bit, NaN payloads included (checked
+// by scenario()).
+template <class T>
+void nan_input()
+{
+    const std::vector<std::size_t>& layers = scenario_layers(); // {0, 1, 3, 300, 1000, 0, 77}
+    // Layer 1 (one element) and layer 3 get NaNs from ranks 0 and 1; layer 4 one NaN, from
+    // the last rank only.
+    const std::size_t one = 1, mid = 1 + 3 + 10, big = 1 + 3 + 300 + 500;
+    scenario<T>(
+        [&](int n, int r) {
+            std::vector<T> v = adaref::normal_data<T>(505, r, total(layers));
+            if (r == n - 1)
+                v[big] = T(std::numeric_limits<float>::quiet_NaN());
+            if (r == 0) {
+                v[one] = T(std::numeric_limits<float>::quiet_NaN());
+                v[mid] = T(std::numeric_limits<float>::quiet_NaN());
+            }
+            if (r == 1) { // negative and with a payload: partners must still agree on the bits
+                v[mid] = T(-std::bit_cast<float>(0x7fd5a000u));
+                v[mid + 10] = T(-std::bit_cast<float>(0x7fd5a000u));
+            }
+            return v;
+        },
+        [&](const scenario_context& ctx, const per_rank<T>& in, const std::vector<T>& got) {
+            check_against_reference<T>(ctx, in, got); // NaN exactly where the reference has one
+            CHECK(std::isnan(double(got[big])));
+            CHECK(std::isnan(double(got[one])));
+            CHECK(std::isnan(double(got[mid])));
+            // A combine of a layer holding a NaN with a layer holding none poisons all of it
+            // (where both hold NaNs, na and nb are NaN, both coefficients 1 by the guard,
+            // and only the NaN elements stay NaN: the reference covers that).
+            const bool combined = !(ctx.v.a == alg::hierarchical && resolved_k(ctx.v, ctx.n) == ctx.n);
+            if (combined) {
+                std::size_t finite = 0;
+                for (std::size_t i = 1 + 3 + 300; i < 1 + 3 + 300 + 1000; ++i)
+                    finite += std::isnan(double(got[i])) ? 0 : 1;
+                CHECK(finite == 0);
+            }
+            // The layers without NaN input are still right (checked above) and finite.
+            for (std::size_t i = 1 + 3 + 300 + 1000; i < got.size(); ++i)
+                if (!std::isfinite(double(got[i]))) {
+                    FAIL_CHECK("element " << i << " of the last layer is " << double(got[i]));
+                    break;
+                }
+        });
+}
+
+} // namespace
+
+TEST_CASE("adasum scenario: a NaN in one rank's input makes its layer NaN on every rank, without hanging",
+          "[adasum][scenario]")
+{
+    nan_input<float>();
+    nan_input<double>();
+}
+
+// ---------------------------------------------------------------------------------------
+// Misuse.
+
+namespace {
+
+enum class kind { none, ok, mismatch, usage, aborted, other };
+
+const char* kind_name(kind k)
+{
+    switch (k) {
+    case kind::none: return "none";
+    case kind::ok: return "no error";
+    case kind::mismatch: return "mismatch_error";
+    case kind::usage: return "usage_error";
+    case kind::aborted: return "aborted_error";
+    case kind::other: return "another exception";
+    }
+    return "?";
+}
+
+struct outcome {
+    kind k = kind::none;
+    std::string what;
+    bool untouched = false;
+};
+
+// body(comm) runs on every rank of a fresh group of n; what it throws is recorded per rank,
+// with whether the rank's buffer is still intact.
+template <class Body>
+std::vector<outcome> run_recording(int n, Body body, double& seconds)
+{
+    std::vector<outcome> res(static_cast<std::size_t>(n));
+    local_group group(n);
+    const auto start = clock_type::now();
+    group.run([&](local_communicator& comm) {
+        outcome& o = res[std::size_t(comm.rank())];
+        std::vector<float> data = adaref::normal_data<float>(9, comm.rank(), 1000);
+        const std::vector<float> before = data;
+        try {
+            body(comm, std::span<float>(data));
+            o.k = kind::ok;
+        } catch (const gradsync::mismatch_error& e) {
+            o.k = kind::mismatch, o.what = e.what();
+        } catch (const gradsync::usage_error& e) {
+            o.k = kind::usage, o.what = e.what();
+        } catch (const gradsync::aborted_error& e) {
+            o.k = kind::aborted, o.what = e.what();
+        } catch (const std::exception& e) {
+            o.k = kind::other, o.what = e.what();
+        }
+        o.untouched = ref::same_bits(data.data(), before.data(), data.size() * sizeof(float));
+    });
+    seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+    return res;
+}
+
+void expect_everywhere(const std::vector<outcome>& res, double seconds, kind expected, const std::string& word)
+{
+    CHECK(seconds < 5.0);
+    for (std::size_t r = 0; r < res.size(); ++r) {
+        const outcome& o = res[r];
+        INFO("rank " << r << ": " << kind_name(o.k) << ": " << o.what);
+        CHECK(kind_name(o.k) == std::string(kind_name(expected)));
+        CHECK_THAT(o.what, Contains(word, Catch::CaseSensitive::No));
+        CHECK(o.untouched);
+    }
+}
+
+const std::vector<std::size_t> misuse_layers{400, 0, 1, 599};
+
+} // namespace
+
+TEST_CASE("adasum hierarchical: a ranks_per_node that does not divide N is a usage_error on every rank",
+          "[adasum][misuse]")
+{
+    struct bad {
+        int n, k;
+    };
+    for (bad b : {bad{6, 4}, bad{5, 2}, bad{3, 2}, bad{4, 3}, bad{4, 8}, bad{2, -1}})
+        for (bool oneshot : {true, false})
+            for (bool node_sum : {false, true}) {
+                INFO("N " << b.n << ", ranks_per_node " << b.k << (oneshot ? ", one-shot" : ", reducer")
+                          << (node_sum ? ", node sum" : ", node average"));
+                const gradsync::hierarchical tag{.ranks_per_node = b.k, .within_node = node_rule(node_sum)};
+                double seconds = 0;
+                const auto res = run_recording(
+                    b.n,
+                    [&](local_communicator& comm, std::span<float> data) {
+                        const std::span<const std::size_t> layers(misuse_layers);
+                        if (oneshot) {
+                            gradsync::allreduce(comm, data, gradsync::adasum{}, tag, layers);
+                        } else {
+                            gradsync::reducer<float, local_communicator, gradsync::adasum, gradsync::hierarchical> r(
+                                comm, layers, tag);
+                            r(data);
+                        }
+                    },
+                    seconds);
+                expect_everywhere(res, seconds, kind::usage, "ranks_per_node");
+                for (const outcome& o : res)
+                    CHECK_THAT(o.what, Contains(std::to_string(b.k)));
+            }
+}
+
+TEST_CASE("adasum: ranks that disagree on the policy (adasum vs sum) get a mismatch_error on every rank",
+          "[adasum][misuse]")
+{
+    constexpr int n = 5, odd = 3;
+    for (const variant& v : {variant{.a = alg::recursive_halving}, variant{.a = alg::recursive_doubling},
+                             variant{.a = alg::ring}, variant{.a = alg::automatic},
+                             variant{.a = alg::hierarchical, .k = 1}, variant{.a = alg::hierarchical, .k = 0}})
+        for (bool odd_is_adasum : {false, true}) {
+            INFO(describe(v) << (odd_is_adasum ? ": rank 3 adasum, the others sum"
+                                               : ": rank 3 sum, the others adasum"));
+            double seconds = 0;
+            const auto res = run_recording(
+                n,
+                [&](local_communicator& comm, std::span<float> data) {
+                    const std::span<const std::size_t> layers(misuse_layers);
+                    with_algorithm(v, [&](auto algo) {
+                        if ((comm.rank() == odd) == odd_is_adasum)
+                            gradsync::allreduce(comm, data, gradsync::adasum{}, algo, layers);
+                        else
+                            gradsync::allreduce(comm, data, gradsync::sum{}, algo, layers);
+                    });
+                },
+                seconds);
+            expect_everywhere(res, seconds, kind::mismatch, "policy");
+            for (std::size_t r = 0; r < res.size(); ++r)
+                if (r != std::size_t(odd))
+                    CHECK_THAT(res[r].what, Contains("rank " + std::to_string(odd)));
+        }
+}
+
+TEST_CASE("adasum hierarchical: ranks that disagree on ranks_per_node or the node rule get a mismatch_error "
+          "on every rank",
+          "[adasum][misuse]")
+{
+    struct disagreement {
+        int n;
+        gradsync::hierarchical most, odd;
+        const char* what;
+    };
+    using gradsync::node_combine;
+    const std::vector<disagreement> cases{
+        {8, {.ranks_per_node = 2}, {.ranks_per_node = 4}, "ranks_per_node 2 vs 4"},
+        {6, {.ranks_per_node = 2}, {.ranks_per_node = 3}, "ranks_per_node 2 vs 3"},
+        {6, {.ranks_per_node = 2}, {.ranks_per_node = 4}, "ranks_per_node 2 vs 4, which does not divide 6"},
+        {4, {.ranks_per_node = 2}, {.ranks_per_node = 2, .within_node = node_combine::sum}, "node average vs sum"},
+    };
+    for (const disagreement& d : cases)
+        for (bool oneshot : {true, false}) {
+            INFO("N " << d.n << ", " << d.what << (oneshot ? ", one-shot" : ", reducer"));
+            double seconds = 0;
+            const auto res = run_recording(
+                d.n,
+                [&](local_communicator& comm, std::span<float> data) {
+                    const gradsync::hierarchical tag = comm.rank() == d.n - 1 ? d.odd : d.most;
+                    const std::span<const std::size_t> layers(misuse_layers);
+                    if (oneshot) {
+                        gradsync::allreduce(comm, data, gradsync::adasum{}, tag, layers);
+                    } else {
+                        gradsync::reducer<float, local_communicator, gradsync::adasum, gradsync::hierarchical> r(
+                            comm, layers, tag);
+                        r(data);
+                    }
+                },
+                seconds);
+            expect_everywhere(res, seconds, kind::mismatch, "algorithm");
+        }
+}
