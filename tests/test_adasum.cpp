@@ -35,6 +35,7 @@
 #include <gradsync/gradsync.hpp>
 
 #include "adasum_reference.hpp"
+#include "outcome.hpp"
 #include "reference.hpp"
 
 namespace {
@@ -689,26 +690,10 @@ TEST_CASE("adasum scenario: a NaN in one rank's input makes its layer NaN on eve
 
 namespace {
 
-enum class kind { none, ok, mismatch, usage, aborted, other };
-
-const char* kind_name(kind k)
-{
-    switch (k) {
-    case kind::none: return "none";
-    case kind::ok: return "no error";
-    case kind::mismatch: return "mismatch_error";
-    case kind::usage: return "usage_error";
-    case kind::aborted: return "aborted_error";
-    case kind::other: return "another exception";
-    }
-    return "?";
-}
-
-struct outcome {
-    kind k = kind::none;
-    std::string what;
-    bool untouched = false;
-};
+using gradsync_test::kind;
+using gradsync_test::kind_name;
+using gradsync_test::outcome;
+using gradsync_test::record;
 
 // body(comm) runs on every rank of a fresh group of n; what it throws is recorded per rank,
 // with whether the rank's buffer is still intact.
@@ -722,18 +707,7 @@ std::vector<outcome> run_recording(int n, Body body, double& seconds)
         outcome& o = res[std::size_t(comm.rank())];
         std::vector<float> data = adaref::normal_data<float>(9, comm.rank(), 1000);
         const std::vector<float> before = data;
-        try {
-            body(comm, std::span<float>(data));
-            o.k = kind::ok;
-        } catch (const gradsync::mismatch_error& e) {
-            o.k = kind::mismatch, o.what = e.what();
-        } catch (const gradsync::usage_error& e) {
-            o.k = kind::usage, o.what = e.what();
-        } catch (const gradsync::aborted_error& e) {
-            o.k = kind::aborted, o.what = e.what();
-        } catch (const std::exception& e) {
-            o.k = kind::other, o.what = e.what();
-        }
+        record(o, false, [&] { body(comm, std::span<float>(data)); });
         o.untouched = ref::same_bits(data.data(), before.data(), data.size() * sizeof(float));
     });
     seconds = std::chrono::duration<double>(clock_type::now() - start).count();

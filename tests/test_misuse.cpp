@@ -15,6 +15,7 @@
 
 #include <gradsync/gradsync.hpp>
 
+#include "outcome.hpp"
 #include "reference.hpp"
 
 namespace {
@@ -28,55 +29,10 @@ constexpr int ranks = 5;      // not a power of two: folding is in play
 constexpr int odd_rank = 3;   // the rank that disagrees
 constexpr std::size_t count = 1000;
 
-enum class kind { none, ok, mismatch, usage, aborted, communication, other };
-
-const char* kind_name(kind k)
-{
-    switch (k) {
-    case kind::none: return "none";
-    case kind::ok: return "no error";
-    case kind::mismatch: return "mismatch_error";
-    case kind::usage: return "usage_error";
-    case kind::aborted: return "aborted_error";
-    case kind::communication: return "communication_error";
-    case kind::other: return "another exception";
-    }
-    return "?";
-}
-
-struct outcome {
-    kind k = kind::none;
-    std::string what;
-    bool untouched = false;
-};
-
-// Runs f, classifies what it threw into o; rethrows when asked (to let run() see it).
-template <class F>
-void record(outcome& o, bool rethrow, F&& f)
-{
-    try {
-        f();
-        o.k = kind::ok;
-    } catch (...) {
-        try {
-            throw;
-        } catch (const gradsync::mismatch_error& e) {
-            o.k = kind::mismatch, o.what = e.what();
-        } catch (const gradsync::usage_error& e) {
-            o.k = kind::usage, o.what = e.what();
-        } catch (const gradsync::aborted_error& e) {
-            o.k = kind::aborted, o.what = e.what();
-        } catch (const gradsync::communication_error& e) {
-            o.k = kind::communication, o.what = e.what();
-        } catch (const std::exception& e) {
-            o.k = kind::other, o.what = e.what();
-        } catch (...) {
-            o.k = kind::other;
-        }
-        if (rethrow)
-            throw;
-    }
-}
+using gradsync_test::kind;
+using gradsync_test::kind_name;
+using gradsync_test::outcome;
+using gradsync_test::record;
 
 template <class T>
 bool unchanged(const std::vector<T>& now, const std::vector<T>& before)
