@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <gradsync/types.hpp> // gradsync::half only
+#include <gradsync/gradsync.hpp> // gradsync::half and the algorithm codes; no algorithm code is used
 
 namespace ref {
 
@@ -224,6 +224,20 @@ inline std::uint64_t fnv1a(const void* p, std::size_t bytes) noexcept
         h *= 0x100000001b3ull;
     }
     return h;
+}
+
+// An algorithm's name from its code (gradsync::ring::code, ...), for messages.
+inline const char* algorithm_name(std::uint32_t code)
+{
+    if (code == gradsync::ring::code)
+        return "ring";
+    if (code == gradsync::recursive_halving::code)
+        return "recursive_halving";
+    if (code == gradsync::recursive_doubling::code)
+        return "recursive_doubling";
+    if (code == gradsync::hierarchical::code)
+        return "hierarchical";
+    return "?";
 }
 
 } // namespace ref

@@ -110,19 +110,6 @@ std::uint32_t chosen_code(const R& r, const Algo&)
         return Algo::code;
 }
 
-const char* code_name(std::uint32_t code)
-{
-    if (code == gradsync::ring::code)
-        return "ring";
-    if (code == gradsync::recursive_halving::code)
-        return "recursive_halving";
-    if (code == gradsync::recursive_doubling::code)
-        return "recursive_doubling";
-    if (code == gradsync::hierarchical::code)
-        return "hierarchical";
-    return "?";
-}
-
 int resolved_k(const variant& v, int n) { return v.k == 0 ? n : v.k; }
 
 // The reference result of variant v (automatic: of the algorithm it chose).
@@ -243,7 +230,7 @@ std::string same_choice(const std::vector<std::uint32_t>& chosen)
 {
     for (std::size_t r = 1; r < chosen.size(); ++r)
         if (chosen[r] != chosen[0])
-            return "rank " + std::to_string(r) + " chose " + code_name(chosen[r]) + ", rank 0 " + code_name(chosen[0]);
+            return "rank " + std::to_string(r) + " chose " + ref::algorithm_name(chosen[r]) + ", rank 0 " + ref::algorithm_name(chosen[0]);
     return "";
 }
 
@@ -288,7 +275,7 @@ void check_matrix_case(int n, const variant& v, const layout_case& lc, const std
     const std::vector<std::size_t> layers = adaref::normalize(lc.count, lc.layers);
     const double tol = tolerance_of<T>(chosen);
     for (std::size_t call = 0; call < inputs.size(); ++call) {
-        INFO("reducer call " << call + 1 << ", checked against the " << code_name(chosen) << " reference");
+        INFO("reducer call " << call + 1 << ", checked against the " << ref::algorithm_name(chosen) << " reference");
         const std::vector<adaref::vec> g = adaref::widen(inputs[call]);
         const adaref::vec want = expected(v, chosen, n, g, layers);
         CHECK(adaref::first_layer_out_of_tolerance(res.out[call][0], want, layers, tol, g) == "");
@@ -446,7 +433,7 @@ void check_against_reference(const scenario_context& ctx, const per_rank<T>& in,
 {
     const std::vector<adaref::vec> g = adaref::widen(in);
     const adaref::vec want = expected(ctx.v, ctx.chosen, ctx.n, g, ctx.layers);
-    INFO("against the " << code_name(ctx.chosen) << " reference");
+    INFO("against the " << ref::algorithm_name(ctx.chosen) << " reference");
     CHECK(adaref::first_layer_out_of_tolerance(got, want, ctx.layers, tolerance_of<T>(ctx.chosen), g) == "");
 }
 
@@ -728,6 +715,18 @@ void expect_everywhere(const std::vector<outcome>& res, double seconds, kind exp
 
 const std::vector<std::size_t> misuse_layers{400, 0, 1, 599};
 
+// Adasum over hierarchical{tag}, by the one-shot allreduce or by a reducer.
+void reduce_hierarchical(local_communicator& comm, std::span<float> data, const gradsync::hierarchical& tag,
+                         std::span<const std::size_t> layers, bool oneshot)
+{
+    if (oneshot) {
+        gradsync::allreduce(comm, data, gradsync::adasum{}, tag, layers);
+    } else {
+        gradsync::reducer<float, local_communicator, gradsync::adasum, gradsync::hierarchical> r(comm, layers, tag);
+        r(data);
+    }
+}
+
 } // namespace
 
 TEST_CASE("adasum hierarchical: a ranks_per_node that does not divide N is a usage_error on every rank",
@@ -747,13 +746,7 @@ TEST_CASE("adasum hierarchical: a ranks_per_node that does not divide N is a usa
                     b.n,
                     [&](local_communicator& comm, std::span<float> data) {
                         const std::span<const std::size_t> layers(misuse_layers);
-                        if (oneshot) {
-                            gradsync::allreduce(comm, data, gradsync::adasum{}, tag, layers);
-                        } else {
-                            gradsync::reducer<float, local_communicator, gradsync::adasum, gradsync::hierarchical> r(
-                                comm, layers, tag);
-                            r(data);
-                        }
+                        reduce_hierarchical(comm, data, tag, layers, oneshot);
                     },
                     seconds);
                 expect_everywhere(res, seconds, kind::usage, "ranks_per_node");
@@ -817,13 +810,7 @@ TEST_CASE("adasum hierarchical: ranks that disagree on ranks_per_node or the nod
                 [&](local_communicator& comm, std::span<float> data) {
                     const gradsync::hierarchical tag = comm.rank() == d.n - 1 ? d.odd : d.most;
                     const std::span<const std::size_t> layers(misuse_layers);
-                    if (oneshot) {
-                        gradsync::allreduce(comm, data, gradsync::adasum{}, tag, layers);
-                    } else {
-                        gradsync::reducer<float, local_communicator, gradsync::adasum, gradsync::hierarchical> r(
-                            comm, layers, tag);
-                        r(data);
-                    }
+                    reduce_hierarchical(comm, data, tag, layers, oneshot);
                 },
                 seconds);
             expect_everywhere(res, seconds, kind::mismatch, "algorithm");

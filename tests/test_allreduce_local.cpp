@@ -217,17 +217,6 @@ std::uint32_t expected_choice(std::size_t bytes, std::size_t count, int n)
     return bytes >= (std::size_t(1) << 20) ? gradsync::ring::code : gradsync::recursive_halving::code;
 }
 
-const char* algorithm_name(std::uint32_t code)
-{
-    if (code == gradsync::ring::code)
-        return "ring";
-    if (code == gradsync::recursive_halving::code)
-        return "recursive_halving";
-    if (code == gradsync::recursive_doubling::code)
-        return "recursive_doubling";
-    return "?";
-}
-
 } // namespace
 
 TEMPLATE_TEST_CASE("automatic: recursive doubling for small vectors, halving or ring for large ones",
@@ -263,7 +252,7 @@ TEMPLATE_TEST_CASE("automatic: recursive doubling for small vectors, halving or 
         for (std::size_t c = 0; c < counts.size(); ++c) {
             const std::size_t bytes = counts[c] * sizeof(T);
             INFO("N " << n << ", count " << counts[c] << " (" << bytes << " bytes)");
-            CHECK(algorithm_name(chosen[c][0]) == std::string(algorithm_name(expected_choice(bytes, counts[c], n))));
+            CHECK(ref::algorithm_name(chosen[c][0]) == std::string(ref::algorithm_name(expected_choice(bytes, counts[c], n))));
             CHECK(chosen[c][0] == gradsync::automatic{}.choose(bytes, counts[c], n));
             CHECK(std::count(chosen[c].begin(), chosen[c].end(), chosen[c][0]) == n);
             std::vector<std::vector<T>> inputs;
