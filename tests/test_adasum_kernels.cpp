@@ -43,8 +43,8 @@ std::vector<std::size_t> lengths()
     return n;
 }
 
-// The kernels' code paths. kernels::triple and kernels::scaled_add pick one at run time (AVX-512,
-// else AVX2+FMA, else scalar); the others are reached through gradsync::kernels::detail so
+// The kernels' code paths. kernels::triple and kernels::scaled_add pick one at run time (AVX-512
+// for fp16, else AVX2+FMA, else scalar); the others are reached through gradsync::kernels::detail so
 // that every path the CPU can run is checked, not only the one it prefers (white box: the
 // header promises results that never depend on the path).
 enum class path { dispatched, scalar, avx2, avx512 };
@@ -60,13 +60,14 @@ const char* path_name(path p)
     return "?";
 }
 
+template <class T>
 std::vector<path> runnable_paths()
 {
     std::vector<path> p{path::dispatched, path::scalar};
 #if defined(GRADSYNC_HAVE_F16C_DISPATCH)
     if (gradsync::kernels::detail::cpu_has_avx2())
         p.push_back(path::avx2);
-    if (gradsync::kernels::detail::cpu_has_avx512())
+    if (std::is_same_v<T, gradsync::half> && gradsync::kernels::detail::cpu_has_avx512())
         p.push_back(path::avx512);
 #endif
     return p;
@@ -84,7 +85,10 @@ gradsync::kernels::dot_triple triple_on(path p, std::span<const T> a, std::span<
     }
 #if defined(GRADSYNC_HAVE_F16C_DISPATCH)
     case path::avx2: return k::detail::triple_simd(a.data(), b.data(), a.size());
-    case path::avx512: return k::detail::triple_simd512(a.data(), b.data(), a.size());
+    case path::avx512:
+        if constexpr (std::is_same_v<T, gradsync::half>)
+            return k::detail::triple_simd512(a.data(), b.data(), a.size());
+        [[fallthrough]];
 #endif
     default: return k::triple<T>(a, b);
     }
@@ -98,7 +102,10 @@ void scaled_add_on(path p, std::span<T> out, double ca, std::span<const T> a, do
     case path::scalar: k::detail::scaled_add_tail(out.data(), ca, a.data(), cb, b.data(), 0, out.size()); return;
 #if defined(GRADSYNC_HAVE_F16C_DISPATCH)
     case path::avx2: k::detail::scaled_add_simd(out.data(), ca, a.data(), cb, b.data(), out.size()); return;
-    case path::avx512: k::detail::scaled_add_simd512(out.data(), ca, a.data(), cb, b.data(), out.size()); return;
+    case path::avx512:
+        if constexpr (std::is_same_v<T, gradsync::half>)
+            return k::detail::scaled_add_simd512(out.data(), ca, a.data(), cb, b.data(), out.size());
+        [[fallthrough]];
 #endif
     default: k::scaled_add<T>(out, ca, a, cb, b); return;
     }
@@ -169,7 +176,7 @@ std::string check_triple(path p, std::size_t n, std::size_t offset, std::uint64_
 
 TEMPLATE_TEST_CASE("kernels::triple forms [a.b, a.a, b.b] in double", "[adasum][kernels]", half, float, double)
 {
-    for (path p : runnable_paths()) {
+    for (path p : runnable_paths<TestType>()) {
         std::string first;
         for (std::size_t n : lengths())
             for (std::size_t offset : {0, 1})
@@ -187,7 +194,7 @@ TEMPLATE_TEST_CASE("kernels::triple of a vector with itself and of opposite vect
     // a.b == -a.a when b == -a, at every length.
     using T = TestType;
     std::string first;
-    for (path p : runnable_paths())
+    for (path p : runnable_paths<T>())
         for (std::size_t n : lengths()) {
             std::vector<T> a(n), minus(n);
             for (std::size_t i = 0; i < n; ++i) {
@@ -367,20 +374,20 @@ std::string check_midpoints(path p)
 TEMPLATE_TEST_CASE("kernels::scaled_add rounds fma(ca, a, cb*b) once to the element type", "[adasum][kernels]", half,
                    float, double)
 {
-    for (path p : runnable_paths())
+    for (path p : runnable_paths<TestType>())
         CHECK(check_scaled_add_all<TestType>(p, false) == "");
 }
 
 TEMPLATE_TEST_CASE("kernels::scaled_add with Inf and NaN among the inputs", "[adasum][kernels]", half, float, double)
 {
-    for (path p : runnable_paths())
+    for (path p : runnable_paths<TestType>())
         CHECK(check_scaled_add_all<TestType>(p, true) == "");
 }
 
 TEMPLATE_TEST_CASE("kernels::scaled_add rounds correctly next to rounding midpoints", "[adasum][kernels]", half, float,
                    double)
 {
-    for (path p : runnable_paths())
+    for (path p : runnable_paths<TestType>())
         CHECK(check_midpoints<TestType>(p) == "");
 }
 

@@ -3,10 +3,10 @@
 //  element's accumulate type and rounded once per element.
 //  Adasum: triple (one pass: [a.b, a.a, b.b] in double) and scaled_add (one pass:
 //  out[i] = fma(ca, a[i], cb*b[i]) formed in double, rounded once to the element type; out
-//  may be a or b). The vector paths (AVX-512, else AVX2+FMA; F16C for fp16) are chosen at
+//  may be a or b). The vector paths (AVX2+FMA; F16C and, for fp16, AVX-512) are chosen at
 //  run time; their summation order depends only on n and the path, never on addresses, so
 //  equal inputs give equal bits on machines of one kind (a job whose ranks run on CPUs with
-//  and without AVX-512 can see triples differ in the last bits between them).
+//  and without those units can see triples differ in the last bits between them).
 //
 // canonicalize_nan(x) replaces every NaN by the default quiet NaN. Addition is commutative
 // except for NaN payloads (x86 keeps one operand's, and the compiler may swap operands),
@@ -263,7 +263,10 @@ GRADSYNC_SIMD void scaled_add_simd(T* out, double ca, const T* a, double cb, con
 }
 #undef GRADSYNC_SIMD
 
-// The same two kernels eight doubles wide, on CPUs with AVX-512 (F, VL, DQ).
+// The two fp16 kernels eight doubles wide, on CPUs with AVX-512 (F, VL, DQ): fp16 is bound
+// by conversions, which the wider units halve. fp32 and fp64 stay on AVX2: they run at
+// memory speed either way, and between messages the 512-bit units' clock changes cost more
+// than they save (bench_allreduce_mpi adasum measured 1 MiB about 10% slower with them).
 #define GRADSYNC_SIMD512 __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma,f16c")))
 
 inline bool cpu_has_avx512() noexcept
@@ -273,16 +276,12 @@ inline bool cpu_has_avx512() noexcept
     return has;
 }
 
-GRADSYNC_SIMD512 inline __m512d load8(const double* p) noexcept { return _mm512_loadu_pd(p); }
 // The zero-masking forms: g++ 12's unmasked ones read an undefined register (-Wuninitialized).
 GRADSYNC_SIMD512 inline __m512d widen(__m256 v) noexcept { return _mm512_maskz_cvtps_pd(0xff, v); }
-GRADSYNC_SIMD512 inline __m512d load8(const float* p) noexcept { return widen(_mm256_loadu_ps(p)); }
 GRADSYNC_SIMD512 inline __m512d load8(const half* p) noexcept
 {
     return widen(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
-GRADSYNC_SIMD512 inline void store8(double* p, __m512d v) noexcept { _mm512_storeu_pd(p, v); }
-GRADSYNC_SIMD512 inline void store8(float* p, __m512d v) noexcept { _mm256_storeu_ps(p, _mm512_maskz_cvtpd_ps(0xff, v)); }
 // Round to odd with the embedded rounding mode: truncate, then set the last bit if inexact.
 GRADSYNC_SIMD512 inline void store8(half* p, __m512d v) noexcept
 {
@@ -301,24 +300,27 @@ GRADSYNC_SIMD512 inline double hsum8(__m512d v) noexcept
     return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
 }
 
-template <class T>
-GRADSYNC_SIMD512 dot_triple triple_simd512(const T* a, const T* b, std::size_t n) noexcept
+GRADSYNC_SIMD512 inline dot_triple triple_simd512(const half* a, const half* b, std::size_t n) noexcept
 {
-    __m512d ab = _mm512_setzero_pd(), aa = ab, bb = ab;
+    // Two accumulators per sum: one chain of dependent FMAs would wait on their latency.
+    __m512d ab0 = _mm512_setzero_pd(), aa0 = ab0, bb0 = ab0, ab1 = ab0, aa1 = ab0, bb1 = ab0;
     std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m512d x = load8(a + i), y = load8(b + i);
-        ab = _mm512_fmadd_pd(x, y, ab);
-        aa = _mm512_fmadd_pd(x, x, aa);
-        bb = _mm512_fmadd_pd(y, y, bb);
+    for (; i + 16 <= n; i += 16) {
+        const __m512d x0 = load8(a + i), y0 = load8(b + i), x1 = load8(a + i + 8), y1 = load8(b + i + 8);
+        ab0 = _mm512_fmadd_pd(x0, y0, ab0);
+        aa0 = _mm512_fmadd_pd(x0, x0, aa0);
+        bb0 = _mm512_fmadd_pd(y0, y0, bb0);
+        ab1 = _mm512_fmadd_pd(x1, y1, ab1);
+        aa1 = _mm512_fmadd_pd(x1, x1, aa1);
+        bb1 = _mm512_fmadd_pd(y1, y1, bb1);
     }
-    dot_triple t{hsum8(ab), hsum8(aa), hsum8(bb)};
+    dot_triple t{hsum8(_mm512_add_pd(ab0, ab1)), hsum8(_mm512_add_pd(aa0, aa1)), hsum8(_mm512_add_pd(bb0, bb1))};
     triple_tail(a, b, i, n, t);
     return t;
 }
 
-template <class T>
-GRADSYNC_SIMD512 void scaled_add_simd512(T* out, double ca, const T* a, double cb, const T* b, std::size_t n) noexcept
+GRADSYNC_SIMD512 inline void scaled_add_simd512(half* out, double ca, const half* a, double cb, const half* b,
+                                                std::size_t n) noexcept
 {
     const __m512d va = _mm512_set1_pd(ca), vb = _mm512_set1_pd(cb);
     std::size_t i = 0;
@@ -335,8 +337,9 @@ template <class T>
 dot_triple triple(std::span<const T> a, std::span<const T> b) noexcept
 {
 #if GRADSYNC_HAVE_F16C_DISPATCH
-    if (detail::cpu_has_avx512())
-        return detail::triple_simd512(a.data(), b.data(), a.size());
+    if constexpr (std::is_same_v<T, half>)
+        if (detail::cpu_has_avx512())
+            return detail::triple_simd512(a.data(), b.data(), a.size());
     if (detail::cpu_has_avx2())
         return detail::triple_simd(a.data(), b.data(), a.size());
 #endif
@@ -349,8 +352,9 @@ template <class T>
 void scaled_add(std::span<T> out, double ca, std::span<const T> a, double cb, std::span<const T> b) noexcept
 {
 #if GRADSYNC_HAVE_F16C_DISPATCH
-    if (detail::cpu_has_avx512())
-        return detail::scaled_add_simd512(out.data(), ca, a.data(), cb, b.data(), out.size());
+    if constexpr (std::is_same_v<T, half>)
+        if (detail::cpu_has_avx512())
+            return detail::scaled_add_simd512(out.data(), ca, a.data(), cb, b.data(), out.size());
     if (detail::cpu_has_avx2())
         return detail::scaled_add_simd(out.data(), ca, a.data(), cb, b.data(), out.size());
 #endif
