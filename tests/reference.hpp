@@ -1,5 +1,5 @@
 // Independent reference for the gradsync tests: plain loops written from DESIGN.md §3, with
-// nothing taken from the library except the gradsync::half element type itself. Keep it that
+// nothing taken from the library except the gradsync::half and gradsync::bfloat16 element types. Keep it that
 // way: a reference that calls the code under test cannot catch that code's mistakes.
 #pragma once
 
@@ -13,11 +13,12 @@
 #include <type_traits>
 #include <vector>
 
-#include <gradsync/gradsync.hpp> // gradsync::half and the algorithm codes; no algorithm code is used
+#include <gradsync/gradsync.hpp> // the element types and the algorithm codes; no algorithm code is used
 
 namespace ref {
 
 using half = gradsync::half;
+using bfloat16 = gradsync::bfloat16;
 
 // The accumulate type of the design contract (§3): fp16 and fp32 combine in float, fp64 in
 // double. Spelled out here instead of using gradsync::accumulate_t on purpose.
@@ -25,6 +26,10 @@ template <class T>
 struct acc;
 template <>
 struct acc<half> {
+    using type = float;
+};
+template <>
+struct acc<bfloat16> {
     using type = float;
 };
 template <>
@@ -43,6 +48,8 @@ const char* type_name()
 {
     if constexpr (std::is_same_v<T, half>)
         return "fp16";
+    else if constexpr (std::is_same_v<T, bfloat16>)
+        return "bf16";
     else if constexpr (std::is_same_v<T, float>)
         return "fp32";
     else
@@ -146,6 +153,8 @@ constexpr double unit_roundoff()
 {
     if constexpr (std::is_same_v<T, half>)
         return 0x1.0p-11;
+    else if constexpr (std::is_same_v<T, bfloat16>)
+        return 0x1.0p-8;
     else if constexpr (std::is_same_v<T, float>)
         return 0x1.0p-24;
     else
@@ -163,6 +172,45 @@ double tolerance(int n, double magnitude)
     const double u = unit_roundoff<T>();
     const double subnormal = std::is_same_v<T, half> ? 0x1.0p-24 : 0.0;
     return 1.01 * double(n + 2) * u * magnitude + double(n + 2) * subnormal;
+}
+
+// bfloat16 bits of d rounded to nearest even, by distance: the candidates are the
+// truncation of d's float bits and its two neighbours; the nearest to d wins, a tie goes to
+// the even one. Overflow past the midpoint between the largest finite bfloat16 and 2^128
+// gives Inf, NaN a quiet NaN of the same sign.
+inline std::uint16_t round_to_bfloat16(double d)
+{
+    if (d != d)
+        return std::uint16_t(std::signbit(d) ? 0xffc0u : 0x7fc0u);
+    const std::uint16_t sign = std::signbit(d) ? 0x8000u : 0;
+    const double m = std::fabs(d);
+    const double largest = std::ldexp(255.0, 120); // 0x7f7f: (2 - 2^-7) * 2^127
+    if (m >= largest + std::ldexp(1.0, 119))       // at or past the midpoint toward 2^128
+        return std::uint16_t(sign | 0x7f80u);
+    auto value = [](std::uint32_t b) { return double(std::bit_cast<float>(std::uint32_t(b) << 16)); };
+    float f = float(m);
+    if (std::isinf(f))
+        f = std::bit_cast<float>(0x7f7fffffu);
+    const std::uint32_t t = std::bit_cast<std::uint32_t>(f) >> 16;
+    std::uint32_t best = t;
+    for (std::uint32_t c : {t == 0 ? t : t - 1, t + 1}) {
+        if (c > 0x7f7fu)
+            continue;
+        const double dc = std::fabs(value(c) - m), db = std::fabs(value(best) - m);
+        if (dc < db || (dc == db && (c & 1u) == 0))
+            best = c;
+    }
+    return std::uint16_t(sign | best);
+}
+
+// x rounded to T: bfloat16 through round_to_bfloat16, the others by the compiler.
+template <class T, class A>
+T narrow(A x)
+{
+    if constexpr (std::is_same_v<T, bfloat16>)
+        return std::bit_cast<bfloat16>(round_to_bfloat16(double(x)));
+    else
+        return T(x);
 }
 
 inline bool same_bits(const void* a, const void* b, std::size_t bytes) noexcept

@@ -126,7 +126,7 @@ adaref::vec expected(const variant& v, std::uint32_t chosen, int n, const std::v
 template <class T>
 double tolerance_of(std::uint32_t chosen)
 {
-    return adaref::tolerance<T>(chosen == gradsync::ring::code);
+    return adaref::tolerance<T>(chosen == gradsync::ring::code, std::is_same_v<T, gradsync::bfloat16>);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -343,21 +343,27 @@ std::vector<variant> hierarchical_sum_variants(int n)
     TEST_CASE("adasum matrix: " name " " type_name, "[adasum][matrix]") { run_matrix<type>(variants); }
 
 GRADSYNC_ADASUM_MATRIX("recursive_halving", halving_variants, half, "fp16")
+GRADSYNC_ADASUM_MATRIX("recursive_halving", halving_variants, gradsync::bfloat16, "bf16")
 GRADSYNC_ADASUM_MATRIX("recursive_halving", halving_variants, float, "fp32")
 GRADSYNC_ADASUM_MATRIX("recursive_halving", halving_variants, double, "fp64")
 GRADSYNC_ADASUM_MATRIX("recursive_doubling", doubling_variants, half, "fp16")
+GRADSYNC_ADASUM_MATRIX("recursive_doubling", doubling_variants, gradsync::bfloat16, "bf16")
 GRADSYNC_ADASUM_MATRIX("recursive_doubling", doubling_variants, float, "fp32")
 GRADSYNC_ADASUM_MATRIX("recursive_doubling", doubling_variants, double, "fp64")
 GRADSYNC_ADASUM_MATRIX("ring", ring_variants, half, "fp16")
+GRADSYNC_ADASUM_MATRIX("ring", ring_variants, gradsync::bfloat16, "bf16")
 GRADSYNC_ADASUM_MATRIX("ring", ring_variants, float, "fp32")
 GRADSYNC_ADASUM_MATRIX("ring", ring_variants, double, "fp64")
 GRADSYNC_ADASUM_MATRIX("automatic", automatic_variants, half, "fp16")
+GRADSYNC_ADASUM_MATRIX("automatic", automatic_variants, gradsync::bfloat16, "bf16")
 GRADSYNC_ADASUM_MATRIX("automatic", automatic_variants, float, "fp32")
 GRADSYNC_ADASUM_MATRIX("automatic", automatic_variants, double, "fp64")
 GRADSYNC_ADASUM_MATRIX("hierarchical (ranks_per_node 1, 2, 4, 0)", hierarchical_variants, half, "fp16")
+GRADSYNC_ADASUM_MATRIX("hierarchical (ranks_per_node 1, 2, 4, 0)", hierarchical_variants, gradsync::bfloat16, "bf16")
 GRADSYNC_ADASUM_MATRIX("hierarchical (ranks_per_node 1, 2, 4, 0)", hierarchical_variants, float, "fp32")
 GRADSYNC_ADASUM_MATRIX("hierarchical (ranks_per_node 1, 2, 4, 0)", hierarchical_variants, double, "fp64")
 GRADSYNC_ADASUM_MATRIX("hierarchical node sum (ranks_per_node 2)", hierarchical_sum_variants, half, "fp16")
+GRADSYNC_ADASUM_MATRIX("hierarchical node sum (ranks_per_node 2)", hierarchical_sum_variants, gradsync::bfloat16, "bf16")
 GRADSYNC_ADASUM_MATRIX("hierarchical node sum (ranks_per_node 2)", hierarchical_sum_variants, float, "fp32")
 GRADSYNC_ADASUM_MATRIX("hierarchical node sum (ranks_per_node 2)", hierarchical_sum_variants, double, "fp64")
 

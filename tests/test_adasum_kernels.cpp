@@ -132,6 +132,12 @@ T value(std::uint64_t seed, std::size_t i, bool specials)
         else if ((b & 0x7c00u) == 0x7c00u)
             b &= 0xbfffu;
         return std::bit_cast<half>(b);
+    } else if constexpr (std::is_same_v<T, gradsync::bfloat16>) {
+        // exponents 2^-100 .. 2^100: products and their sums stay normal doubles
+        std::uint16_t b = std::uint16_t(((k & 0x807fu) | (((k >> 7) % 201 + 27) << 7)));
+        if (specials && (k >> 16) % 64 == 0)
+            b = (k >> 22) % 2 ? 0x7f80u : 0x7fc0u;
+        return std::bit_cast<gradsync::bfloat16>(b);
     } else {
         if (specials && (k >> 16) % 97 == 0)
             return (k >> 24) % 2 ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::quiet_NaN();
@@ -174,7 +180,8 @@ std::string check_triple(path p, std::size_t n, std::size_t offset, std::uint64_
 
 } // namespace
 
-TEMPLATE_TEST_CASE("kernels::triple forms [a.b, a.a, b.b] in double", "[adasum][kernels]", half, float, double)
+TEMPLATE_TEST_CASE("kernels::triple forms [a.b, a.a, b.b] in double", "[adasum][kernels]", half, gradsync::bfloat16,
+                   float, double)
 {
     for (path p : runnable_paths<TestType>()) {
         std::string first;
@@ -187,8 +194,8 @@ TEMPLATE_TEST_CASE("kernels::triple forms [a.b, a.a, b.b] in double", "[adasum][
     }
 }
 
-TEMPLATE_TEST_CASE("kernels::triple of a vector with itself and of opposite vectors", "[adasum][kernels]", half, float,
-                   double)
+TEMPLATE_TEST_CASE("kernels::triple of a vector with itself and of opposite vectors", "[adasum][kernels]", half,
+                   gradsync::bfloat16, float, double)
 {
     // a.b == a.a == b.b bit for bit when b == a (what makes A(v, v) = v exact), and
     // a.b == -a.a when b == -a, at every length.
@@ -236,6 +243,8 @@ candidates<T> rounded_candidates(double d)
 #if defined(__FLT16_MANT_DIG__)
         c.value[c.count++] = static_cast<_Float16>(d); // the compiler's correctly rounded double -> _Float16
 #endif
+    } else if constexpr (std::is_same_v<T, gradsync::bfloat16>) {
+        c.value[c.count++] = std::bit_cast<gradsync::bfloat16>(ref::round_to_bfloat16(d));
     } else {
         c.value[c.count++] = T(d);
     }
@@ -341,7 +350,9 @@ std::string check_scaled_add_all(path p, bool specials)
 template <class T>
 std::string check_midpoints(path p)
 {
-    const int mant = std::is_same_v<T, half> ? 10 : std::is_same_v<T, float> ? 23 : 52;
+    const int mant = std::is_same_v<T, half> ? 10 : std::is_same_v<T, gradsync::bfloat16> ? 7
+        : std::is_same_v<T, float>                                               ? 23
+                                                                                 : 52;
     const std::size_t n = 1003;
     for (bool subnormal : {false, true}) {
         if (subnormal && !std::is_same_v<T, half>)
@@ -372,20 +383,21 @@ std::string check_midpoints(path p)
 } // namespace
 
 TEMPLATE_TEST_CASE("kernels::scaled_add rounds fma(ca, a, cb*b) once to the element type", "[adasum][kernels]", half,
-                   float, double)
+                   gradsync::bfloat16, float, double)
 {
     for (path p : runnable_paths<TestType>())
         CHECK(check_scaled_add_all<TestType>(p, false) == "");
 }
 
-TEMPLATE_TEST_CASE("kernels::scaled_add with Inf and NaN among the inputs", "[adasum][kernels]", half, float, double)
+TEMPLATE_TEST_CASE("kernels::scaled_add with Inf and NaN among the inputs", "[adasum][kernels]", half,
+                   gradsync::bfloat16, float, double)
 {
     for (path p : runnable_paths<TestType>())
         CHECK(check_scaled_add_all<TestType>(p, true) == "");
 }
 
-TEMPLATE_TEST_CASE("kernels::scaled_add rounds correctly next to rounding midpoints", "[adasum][kernels]", half, float,
-                   double)
+TEMPLATE_TEST_CASE("kernels::scaled_add rounds correctly next to rounding midpoints", "[adasum][kernels]", half,
+                   gradsync::bfloat16, float, double)
 {
     for (path p : runnable_paths<TestType>())
         CHECK(check_midpoints<TestType>(p) == "");
@@ -475,7 +487,7 @@ TEST_CASE("adasum::from: ca = 1 - d/(2 na) when na >= sqrt(DBL_MIN), else 1", "[
 
 TEMPLATE_TEST_CASE("adasum::combine_layer: A(x, 0) = x, A(0, 0) = 0, A(v, v) = v, A(x, y) = x + y for x and y "
                    "orthogonal",
-                   "[adasum][kernels]", half, float, double)
+                   "[adasum][kernels]", half, gradsync::bfloat16, float, double)
 {
     using T = TestType;
     using gradsync::adasum;

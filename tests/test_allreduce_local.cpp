@@ -193,15 +193,19 @@ void run_matrix()
     TEST_CASE("allreduce matrix: " #algo " " type_name, "[allreduce][matrix]") { run_matrix<type, gradsync::algo>(); }
 
 GRADSYNC_MATRIX_CASE(ring, half, "fp16")
+GRADSYNC_MATRIX_CASE(ring, gradsync::bfloat16, "bf16")
 GRADSYNC_MATRIX_CASE(ring, float, "fp32")
 GRADSYNC_MATRIX_CASE(ring, double, "fp64")
 GRADSYNC_MATRIX_CASE(recursive_halving, half, "fp16")
+GRADSYNC_MATRIX_CASE(recursive_halving, gradsync::bfloat16, "bf16")
 GRADSYNC_MATRIX_CASE(recursive_halving, float, "fp32")
 GRADSYNC_MATRIX_CASE(recursive_halving, double, "fp64")
 GRADSYNC_MATRIX_CASE(recursive_doubling, half, "fp16")
+GRADSYNC_MATRIX_CASE(recursive_doubling, gradsync::bfloat16, "bf16")
 GRADSYNC_MATRIX_CASE(recursive_doubling, float, "fp32")
 GRADSYNC_MATRIX_CASE(recursive_doubling, double, "fp64")
 GRADSYNC_MATRIX_CASE(automatic, half, "fp16")
+GRADSYNC_MATRIX_CASE(automatic, gradsync::bfloat16, "bf16")
 GRADSYNC_MATRIX_CASE(automatic, float, "fp32")
 GRADSYNC_MATRIX_CASE(automatic, double, "fp64")
 
@@ -220,7 +224,7 @@ std::uint32_t expected_choice(std::size_t bytes, std::size_t count, int n)
 } // namespace
 
 TEMPLATE_TEST_CASE("automatic: recursive doubling for small vectors, halving or ring for large ones",
-                   "[allreduce][automatic]", half, float, double)
+                   "[allreduce][automatic]", half, gradsync::bfloat16, float, double)
 {
     using T = TestType;
     for (int n : {2, 3, 4, 5, 6, 8}) {
@@ -329,6 +333,7 @@ void run_pipelined()
     TEST_CASE("pipelined messages (64-byte segments, window 2): " #algo, "[allreduce][pipeline]")                     \
     {                                                                                                                  \
         run_pipelined<half, gradsync::algo>();                                                                         \
+        run_pipelined<gradsync::bfloat16, gradsync::algo>();                                                           \
         run_pipelined<float, gradsync::algo>();                                                                        \
     }
 
@@ -337,8 +342,8 @@ GRADSYNC_PIPELINE_CASE(recursive_halving)
 GRADSYNC_PIPELINE_CASE(recursive_doubling)
 GRADSYNC_PIPELINE_CASE(automatic)
 
-TEMPLATE_TEST_CASE("NaN and Inf propagate as IEEE arithmetic says, without hanging", "[allreduce][nan]", half, float,
-                   double)
+TEMPLATE_TEST_CASE("NaN and Inf propagate as IEEE arithmetic says, without hanging", "[allreduce][nan]", half,
+                   gradsync::bfloat16, float, double)
 {
     // Specials in integer data: element 3 NaN on one rank, 5 +Inf and -Inf on two ranks
     // (NaN), 7 +Inf on one rank, 9 -Inf on one rank, 11 NaN everywhere, 13 NaNs of different

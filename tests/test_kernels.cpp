@@ -28,8 +28,9 @@ std::vector<std::size_t> lengths()
     return n;
 }
 
-// Values worth adding: for fp16 every finite bit pattern is fair game (subnormals, values
-// whose sum overflows to Inf), plus some Inf and NaN; for fp32/fp64 a spread of magnitudes.
+// Values worth adding: for fp16 and bf16 every finite bit pattern is fair game (subnormals,
+// values whose sum overflows to Inf), plus some Inf and NaN; for fp32/fp64 a spread of
+// magnitudes.
 template <class T>
 T value(std::uint64_t seed, std::size_t i)
 {
@@ -41,6 +42,13 @@ T value(std::uint64_t seed, std::size_t i)
         else if ((b & 0x7c00u) == 0x7c00u)
             b &= 0xbfffu; // keep the rest finite
         return std::bit_cast<half>(b);
+    } else if constexpr (std::is_same_v<T, gradsync::bfloat16>) {
+        std::uint16_t b = std::uint16_t(k);
+        if ((k >> 16) % 64 == 0)
+            b = (k >> 22) % 2 ? 0x7f80u : 0x7fc0u;
+        else if ((b & 0x7f80u) == 0x7f80u)
+            b &= 0xbfffu;
+        return std::bit_cast<gradsync::bfloat16>(b);
     } else {
         const double mant = double(k >> 11) * 0x1.0p-53 * 2 - 1;
         const int exp = int((k >> 3) % 41) - 20;
@@ -77,7 +85,7 @@ std::string check_add(std::size_t n, std::size_t offset, std::uint64_t seed)
     }
     std::vector<T> want = acc;
     for (std::size_t i = offset; i < offset + n; ++i)
-        want[i] = T(A(acc[i]) + A(in[i]));
+        want[i] = ref::narrow<T>(A(acc[i]) + A(in[i]));
     gradsync::kernels::add(std::span<T>(acc.data() + offset, n), std::span<const T>(in.data() + offset, n));
     for (std::size_t i = 0; i < acc.size(); ++i)
         if (!same(acc[i], want[i]))
@@ -95,7 +103,7 @@ std::string check_scale(std::size_t n, std::size_t offset, ref::acc_t<T> factor,
         x[i] = value<T>(seed, i);
     std::vector<T> want = x;
     for (std::size_t i = offset; i < offset + n; ++i)
-        want[i] = T(A(x[i]) * factor);
+        want[i] = ref::narrow<T>(A(x[i]) * factor);
     gradsync::kernels::scale(std::span<T>(x.data() + offset, n), factor);
     for (std::size_t i = 0; i < x.size(); ++i)
         if (!same(x[i], want[i]))
@@ -107,7 +115,8 @@ std::string check_scale(std::size_t n, std::size_t offset, ref::acc_t<T> factor,
 
 } // namespace
 
-TEMPLATE_TEST_CASE("kernels::add rounds once per element in the accumulate type", "[kernels]", half, float, double)
+TEMPLATE_TEST_CASE("kernels::add rounds once per element in the accumulate type", "[kernels]", half, gradsync::bfloat16,
+                   float, double)
 {
     std::string first;
     for (std::size_t n : lengths())
@@ -118,7 +127,8 @@ TEMPLATE_TEST_CASE("kernels::add rounds once per element in the accumulate type"
     CHECK(first == "");
 }
 
-TEMPLATE_TEST_CASE("kernels::scale rounds once per element in the accumulate type", "[kernels]", half, float, double)
+TEMPLATE_TEST_CASE("kernels::scale rounds once per element in the accumulate type", "[kernels]", half, gradsync::bfloat16,
+                   float, double)
 {
     using A = ref::acc_t<TestType>;
     std::string first;

@@ -105,6 +105,7 @@ template <class F>
 void for_each_type(F&& f)
 {
     f(gradsync::half{});
+    f(gradsync::bfloat16{});
     f(float{});
     f(double{});
 }
@@ -254,7 +255,7 @@ void run_adasum(const Algo& algo, const std::string& name, int k, bool node_sum)
             else
                 want = adaref::halving_tree(g, lc.layers);
             const std::string correct = adaref::first_layer_out_of_tolerance(
-                data, want, lc.layers, adaref::tolerance<T>(chosen == gradsync::ring::code), g);
+                data, want, lc.layers, adaref::tolerance<T>(chosen == gradsync::ring::code, std::is_same_v<T, gradsync::bfloat16>), g);
             const bool identical = same_everywhere(ref::fnv1a(data.data(), data.size() * sizeof(T)));
             INFO("rank " << r << " of " << n << ", " << context << ", call " << call + 1 << ", algorithm code "
                          << chosen << ", ranks_per_node " << per_node);

@@ -1,5 +1,6 @@
 // Element types: the exact binary16 conversions in gradsync::detail (used where the compiler
-// has no _Float16) checked against g++'s _Float16, and the element traits.
+// has no _Float16) checked against g++'s _Float16, the bfloat16 conversions against a
+// rounding by distance (tests/reference.hpp), and the element traits.
 #include <catch2/catch.hpp>
 
 #include <bit>
@@ -175,6 +176,66 @@ TEST_CASE("double_to_binary16 rounds once, like _Float16's conversion from doubl
     CHECK(bad == 0);
 }
 
+TEST_CASE("bfloat16 widens exactly: sign, exponent and 7 fraction bits of a float", "[types]")
+{
+    std::string first;
+    for (std::uint32_t b = 0; b < 0x10000u; ++b) {
+        gradsync::bfloat16 x;
+        x.bits = std::uint16_t(b);
+        const float got = x;
+        const std::uint32_t e = (b >> 7) & 0xffu, m = b & 0x7fu;
+        double want = e == 0 ? std::ldexp(double(m), -133) : std::ldexp(double(128 + m), int(e) - 134);
+        if (e == 0xff)
+            want = m == 0 ? INFINITY : NAN;
+        want = (b & 0x8000u) ? -want : want;
+        const bool ok = std::isnan(want) ? std::isnan(got) : double(got) == want;
+        if (!ok && first.empty())
+            first = "bits " + std::to_string(b) + ": got " + std::to_string(got) + ", want " + std::to_string(want);
+    }
+    CHECK(first == "");
+}
+
+TEST_CASE("bfloat16 from float and from double rounds once to nearest even", "[types]")
+{
+    // Every midpoint between neighbouring bfloat16 values and the doubles beside it (where
+    // rounding through float first would go wrong), random floats and doubles of every
+    // magnitude, and the specials.
+    using gradsync::detail::double_to_bfloat16;
+    using gradsync::detail::float_to_bfloat16;
+    std::string first;
+    std::size_t bad = 0;
+    auto probe = [&](double d) {
+        for (double s : {d, -d}) {
+            const std::uint16_t want = ref::round_to_bfloat16(s);
+            const std::uint16_t got = double_to_bfloat16(s);
+            const float f = float(s);
+            const std::uint16_t got_f = float_to_bfloat16(f);
+            const std::uint16_t want_f = ref::round_to_bfloat16(double(f));
+            if ((got == want && got_f == want_f) || bad++ != 0)
+                continue;
+            first = "double bits " + std::to_string(std::bit_cast<std::uint64_t>(s)) + ": got " + std::to_string(got) +
+                " (from float " + std::to_string(got_f) + "), want " + std::to_string(want) + " (" +
+                std::to_string(want_f) + ")";
+        }
+    };
+    auto value = [](std::uint32_t b) { return double(std::bit_cast<float>(b << 16)); };
+    for (std::uint32_t b = 0; b < 0x7f80u; ++b) {
+        const double lo = value(b), hi = b + 1 == 0x7f80u ? std::ldexp(1.0, 128) : value(b + 1);
+        const double mid = lo + (hi - lo) / 2;
+        for (double d : {mid, std::nextafter(mid, 0.0), std::nextafter(mid, INFINITY), std::nextafter(lo, INFINITY)})
+            probe(d);
+    }
+    for (std::uint64_t i = 0; i < 1'000'000; ++i) {
+        const std::uint64_t k = ref::mix(i + 0xbf16);
+        const std::uint64_t exp = 1023 - 140 + (k >> 52) % 270; // 2^-140 .. 2^129: past both ends
+        probe(std::bit_cast<double>((exp << 52) | (k & 0xfffffffffffffull)));
+    }
+    for (double d : {0.0, 1e-300, 1e300, double(INFINITY), double(NAN)})
+        probe(d);
+    CHECK(first == "");
+    CHECK(bad == 0);
+}
+
 TEST_CASE("element traits: distinct codes, the contract's accumulate types", "[types]")
 {
     using gradsync::element_traits;
@@ -182,13 +243,16 @@ TEST_CASE("element traits: distinct codes, the contract's accumulate types", "[t
     STATIC_REQUIRE(gradsync::element<half>);
     STATIC_REQUIRE(gradsync::element<float>);
     STATIC_REQUIRE(gradsync::element<double>);
+    STATIC_REQUIRE(gradsync::element<gradsync::bfloat16>);
     STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<half>, float>);
+    STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<gradsync::bfloat16>, float>);
     STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<float>, float>);
     STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<double>, double>);
-    const std::uint32_t codes[] = {element_traits<half>::code, element_traits<float>::code, element_traits<double>::code};
-    CHECK(codes[0] != codes[1]);
-    CHECK(codes[0] != codes[2]);
-    CHECK(codes[1] != codes[2]);
+    const std::uint32_t codes[] = {element_traits<half>::code, element_traits<gradsync::bfloat16>::code,
+                                   element_traits<float>::code, element_traits<double>::code};
+    for (std::size_t i = 0; i < 4; ++i)
+        for (std::size_t j = i + 1; j < 4; ++j)
+            CHECK(codes[i] != codes[j]);
     CHECK(std::string(element_traits<half>::name) != element_traits<float>::name);
     CHECK(std::string(element_traits<float>::name) != element_traits<double>::name);
 }

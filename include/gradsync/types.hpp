@@ -1,6 +1,7 @@
 // Element types and their traits: which type accumulates them and how they are identified
 // across ranks. fp16 is IEEE binary16: the compiler's _Float16 where it has one (g++ 12),
-// otherwise a storage type with exact round-to-nearest-even conversions.
+// otherwise a storage type with exact round-to-nearest-even conversions. bf16 is
+// gradsync::bfloat16, a storage type with the same rules.
 #pragma once
 
 #include <bit>
@@ -66,9 +67,20 @@ inline std::uint16_t float_to_binary16(float f) noexcept
     return std::uint16_t(sign | r);
 }
 
-// double -> binary16 rounded once: to float with round-to-odd, then to binary16 (float has
-// more than twice binary16's precision plus two bits, so the second rounding is exact).
-inline std::uint16_t double_to_binary16(double d) noexcept
+// binary32 -> bfloat16 (the top half of a binary32), round to nearest even; NaN stays a
+// quiet NaN with its sign and top payload bits.
+inline std::uint16_t float_to_bfloat16(float f) noexcept
+{
+    const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return std::uint16_t((x >> 16) | 0x40u);
+    return std::uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+// double -> float rounded to odd: the nearest float, or, if that is inexact, the neighbour
+// toward zero with its last bit set. A second rounding of the result to any format with at
+// most 22 significant bits (binary16: 11, bfloat16: 8) then equals one direct rounding.
+inline float double_to_float_odd(double d) noexcept
 {
     float f = float(d);
     if (double(f) != d && d == d) {
@@ -77,8 +89,11 @@ inline std::uint16_t double_to_binary16(double d) noexcept
             --bits; // nearest rounded away from zero: step back to the truncation
         f = std::bit_cast<float>(bits | 1u);
     }
-    return float_to_binary16(f);
+    return f;
 }
+
+inline std::uint16_t double_to_binary16(double d) noexcept { return float_to_binary16(double_to_float_odd(d)); }
+inline std::uint16_t double_to_bfloat16(double d) noexcept { return float_to_bfloat16(double_to_float_odd(d)); }
 
 } // namespace detail
 
@@ -93,9 +108,23 @@ struct half {
     half() = default;
     half(float f) noexcept : bits(detail::float_to_binary16(f)) {}
     explicit half(double d) noexcept : bits(detail::double_to_binary16(d)) {}
+    explicit half(std::integral auto i) noexcept : half(double(i)) {}
     operator float() const noexcept { return detail::binary16_to_float(bits); }
 };
 #endif
+
+// bfloat16: binary32's sign, exponent and top 7 fraction bits. Storage only: arithmetic is
+// done in float (Sum/Average) or double (Adasum) and rounded to nearest even, once per
+// combine, as for fp16.
+struct bfloat16 {
+    std::uint16_t bits = 0;
+
+    bfloat16() = default;
+    bfloat16(float f) noexcept : bits(detail::float_to_bfloat16(f)) {}
+    explicit bfloat16(double d) noexcept : bits(detail::double_to_bfloat16(d)) {}
+    explicit bfloat16(std::integral auto i) noexcept : bfloat16(double(i)) {}
+    operator float() const noexcept { return std::bit_cast<float>(std::uint32_t(bits) << 16); }
+};
 
 // Traits of an element type: the type its arithmetic is done in, a code that identifies it
 // across ranks, and its name for messages.
@@ -107,6 +136,13 @@ struct element_traits<half> {
     using accumulate = float;
     static constexpr std::uint32_t code = 0x10002;
     static constexpr const char* name = "fp16";
+};
+
+template <>
+struct element_traits<bfloat16> {
+    using accumulate = float;
+    static constexpr std::uint32_t code = 0x30002;
+    static constexpr const char* name = "bf16";
 };
 
 template <>

@@ -125,6 +125,13 @@ inline void scale<half>(std::span<half> x, float factor) noexcept
         x[i] = detail::scale_one(x[i], factor);
 }
 
+template <>
+inline void canonicalize_nan<bfloat16>(std::span<bfloat16> x) noexcept
+{
+    for (bfloat16& v : x)
+        v.bits = (v.bits & 0x7fffu) > 0x7f80u ? std::uint16_t(0x7fc0u) : v.bits;
+}
+
 // On the bits, as comparisons of _Float16 are not vectorized.
 template <>
 inline void canonicalize_nan<half>(std::span<half> x) noexcept
@@ -215,6 +222,23 @@ GRADSYNC_SIMD inline __m128 scaled_to_odd(__m256d ca, __m128 x, __m256d cb, __m1
 GRADSYNC_SIMD inline void store4(half* p, __m256d v) noexcept
 {
     _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_cvtps_ph(round_to_odd(v), _MM_FROUND_TO_NEAREST_INT));
+}
+// bfloat16 is the top half of a float: widen by shifting, narrow by round_to_odd and then
+// float -> bfloat16 nearest-even on the bits (NaN kept quiet), as detail::double_to_bfloat16.
+GRADSYNC_SIMD inline __m256d load4(const bfloat16* p) noexcept
+{
+    const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return _mm256_cvtps_pd(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h)));
+}
+GRADSYNC_SIMD inline void store4(bfloat16* p, __m256d v) noexcept
+{
+    const __m128i x = _mm_castps_si128(round_to_odd(v));
+    const __m128i top = _mm_srli_epi32(x, 16);
+    const __m128i even = _mm_add_epi32(_mm_set1_epi32(0x7fff), _mm_and_si128(top, _mm_set1_epi32(1)));
+    const __m128i rounded = _mm_srli_epi32(_mm_add_epi32(x, even), 16);
+    const __m128i nan = _mm_cmpgt_epi32(_mm_and_si128(x, _mm_set1_epi32(0x7fffffff)), _mm_set1_epi32(0x7f800000));
+    const __m128i r = _mm_blendv_epi8(rounded, _mm_or_si128(top, _mm_set1_epi32(0x40)), nan);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(r, r));
 }
 
 GRADSYNC_SIMD inline double hsum(__m256d v) noexcept
