@@ -405,6 +405,83 @@ TEST_CASE("local_group(0) is a usage_error", "[local_group]")
     CHECK(local_group(1).size() == 1);
 }
 
+TEST_CASE("with a deadline, a peer that never sends or never receives is a deadline_error naming both ranks",
+          "[local_group][deadline]")
+{
+    using namespace std::chrono_literals;
+    local_group group(3, gradsync::local_options{.deadline = 200ms});
+    for (bool sending : {false, true}) {
+        CAPTURE(sending);
+        outcome record = outcome::none;
+        std::string what;
+        const auto start = clock_type::now();
+        try {
+            group.run([&](local_communicator& comm) {
+                if (comm.rank() == 2)
+                    return; // the peer that never shows up
+                // Ranks 0 and 1 exchange one message, so the failure comes after a completed
+                // wait; then rank 1 waits on rank 2.
+                std::vector<std::uint8_t> buffer(16);
+                request a = comm.rank() == 0 ? comm.isend(bytes_of(buffer), 1, 7) : comm.irecv(bytes_of(buffer), 0, 7);
+                comm.wait(a);
+                if (comm.rank() == 0)
+                    return;
+                record = classify([&] {
+                    request q = sending ? comm.isend(bytes_of(buffer), 2, 9) : comm.irecv(bytes_of(buffer), 2, 9);
+                    comm.wait(q);
+                });
+                if (record != outcome::ok)
+                    throw test_failure("rank 1 failed");
+            });
+            what = "run() returned normally";
+        } catch (const test_failure&) {
+            what = "rank 1's own failure";
+        } catch (const std::exception& e) {
+            what = std::string("wrong exception: ") + e.what();
+        }
+        const std::chrono::duration<double> elapsed = clock_type::now() - start;
+        CHECK(describe(record) == std::string("communication_error")); // deadline_error is one
+        CHECK(what == "rank 1's own failure");
+        CHECK(elapsed.count() >= 0.2);
+        REQUIRE(elapsed.count() < 3.0);
+    }
+    // The message, from a wait on its own.
+    std::string what;
+    try {
+        group.run([&](local_communicator& comm) {
+            std::vector<std::uint8_t> buffer(16);
+            if (comm.rank() == 1) {
+                request q = comm.irecv(bytes_of(buffer), 2, 9);
+                comm.wait(q);
+            }
+        });
+    } catch (const gradsync::deadline_error& e) {
+        what = e.what();
+    }
+    CHECK(what.find("rank 1 of 3") != std::string::npos);
+    CHECK(what.find("a receive from rank 2 (tag 9, 16 bytes)") != std::string::npos);
+    CHECK(what.find("after 0 completed waits") != std::string::npos);
+    CHECK(group_still_works(group) == "");
+}
+
+TEST_CASE("a deadline leaves collectives that complete untouched, and must not be negative", "[local_group][deadline]")
+{
+    using namespace std::chrono_literals;
+    local_group group(4, gradsync::local_options{.deadline = 5s});
+    std::vector<std::vector<float>> out(4);
+    group.run([&](local_communicator& comm) {
+        std::vector<float> v = ref::int_data<float>(3, comm.rank(), 1000);
+        gradsync::allreduce(comm, std::span<float>(v));
+        out[std::size_t(comm.rank())] = v;
+    });
+    std::vector<std::vector<float>> inputs;
+    for (int r = 0; r < 4; ++r)
+        inputs.push_back(ref::int_data<float>(3, r, 1000));
+    for (int r = 0; r < 4; ++r)
+        CHECK(ref::first_difference(out[std::size_t(r)], ref::exact(inputs, false)) == "");
+    CHECK_THROWS_AS(local_group(2, gradsync::local_options{.deadline = -1ms}), gradsync::usage_error);
+}
+
 TEST_CASE("a message of more than 2^31-1 bytes arrives intact", "[local_group][large]")
 {
     // 2^31 + 13 bytes: past every int-sized count. The sender's buffer is left untouched

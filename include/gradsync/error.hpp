@@ -33,6 +33,13 @@ public:
     using error::error;
 };
 
+// A wait ran past its deadline: a peer never sent or never received (local_group's
+// deadline option, the synchronizer's wait()). The message names the rank and the operation.
+class deadline_error : public communication_error {
+public:
+    using communication_error::communication_error;
+};
+
 // This rank was released because another rank of its group failed.
 class aborted_error : public error {
 public:

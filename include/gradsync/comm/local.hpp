@@ -6,17 +6,21 @@
 // pairs exchanging large messages copy in parallel. Waiting first polls with
 // sched_yield (a busy spin measured slower on a loaded 2-core machine, where the spinning
 // rank steals the core its peer needs; sleeping at once measured up to 10x slower on an
-// idle virtual machine, where waking a halted vCPU is slow), then sleeps on a futex
-// (std::atomic::wait).
+// idle virtual machine, where waking a halted vCPU is slow), then sleeps on the rank's
+// condition variable.
 //
 // A local_communicator belongs to its rank's thread: post and wait from that thread only.
 //
 // Failure: if a rank's function throws, the group is aborted: every rank blocked in wait()
 // (or arriving there later) throws aborted_error, and run() rethrows the first exception
-// that was not such a release.
+// that was not such a release. With local_options::deadline, a wait that lasts longer
+// (a peer that never sends or never receives) throws deadline_error naming the rank, the
+// peer, the tag and how many of its waits had completed, and so aborts the group.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstring>
 #include <deque>
@@ -87,17 +91,44 @@ struct local_rank_state {
     std::mutex mutex;       // guards sends and recvs
     local_queue sends;      // sends addressed to this rank, not yet matched
     local_queue recvs;      // receives posted by this rank, not yet matched
-    std::atomic<std::uint32_t> wake{0};
+    std::mutex sleep_mutex; // with `woken`: the owner sleeps until one of its ops completes
+    std::condition_variable woken;
     std::deque<local_op> pool; // stable addresses; touched only by the owning thread
     std::vector<local_op*> free_ops;
+    std::size_t waits = 0; // completed waits in the current run(), for deadline messages
+
+    void wake() noexcept
+    {
+        { // taking the lock orders this wake after a sleeper's last check
+            std::lock_guard lock(sleep_mutex);
+        }
+        woken.notify_all();
+    }
 };
 
 } // namespace detail
 
+// How a group moves a matched message's bytes. function returns nullptr on success, else
+// what failed (both requests then fail with a communication_error). gradsync::device_copy
+// (<gradsync/device/cuda.hpp>) moves GPU memory, so ranks sharing a GPU exchange device
+// buffers directly.
+struct local_copy {
+    const char* (*function)(void* dst, const void* src, std::size_t bytes) = nullptr; // null: std::memcpy
+    bool device_memory = false; // whether function moves device memory
+};
+
+struct local_options {
+    // Longest time one wait() may block; zero waits forever.
+    std::chrono::nanoseconds deadline{0};
+    local_copy copy{};
+};
+
 class local_group {
 public:
-    explicit local_group(int size)
+    explicit local_group(int size, local_options options = {}) : options_(options)
     {
+        if (options.deadline.count() < 0)
+            throw usage_error("gradsync::local_group: the deadline must not be negative");
         if (size < 1)
             throw usage_error("gradsync::local_group: size must be at least 1, got " + std::to_string(size));
         for (int r = 0; r < size; ++r)
@@ -105,6 +136,7 @@ public:
     }
 
     int size() const noexcept { return int(ranks_.size()); }
+    const local_options& options() const noexcept { return options_; }
 
     // Runs f(local_communicator&) on every rank, one thread each, and returns when all have
     // returned. Rethrows the first exception a rank threw (others are released, not hung).
@@ -116,12 +148,11 @@ private:
     void abort() noexcept
     {
         aborted_.store(true, std::memory_order_release);
-        for (auto& r : ranks_) {
-            r->wake.fetch_add(1, std::memory_order_release);
-            r->wake.notify_all();
-        }
+        for (auto& r : ranks_)
+            r->wake();
     }
 
+    local_options options_;
     std::vector<std::unique_ptr<detail::local_rank_state>> ranks_;
     std::atomic<bool> aborted_{false};
 };
@@ -161,6 +192,8 @@ public:
     int size() const noexcept { return group_->size(); }
     // All ranks share one process, hence one node (for hierarchical{.ranks_per_node = 0}).
     int ranks_per_node() const noexcept { return size(); }
+    // Whether isend/irecv take device memory (local_options::copy).
+    bool device_memory() const noexcept { return group_->options_.copy.device_memory; }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {
@@ -200,23 +233,31 @@ public:
         if (!op)
             return;
         detail::local_rank_state& me = self();
-        for (int polls = 0;; ++polls) {
-            if (op->state.load(std::memory_order_acquire) != 0)
-                break;
-            if (polls < yields_before_sleep) {
-                std::this_thread::yield();
-                continue;
-            }
-            if (group_->aborted_.load(std::memory_order_acquire)) {
+        const auto deadline = group_->options_.deadline;
+        const auto start = deadline.count() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+        auto settled = [&] {
+            return op->state.load(std::memory_order_acquire) != 0 || group_->aborted_.load(std::memory_order_acquire);
+        };
+        for (int polls = 0; polls < yields_before_sleep && !settled(); ++polls)
+            std::this_thread::yield();
+        if (!settled()) {
+            std::unique_lock lock(me.sleep_mutex);
+            if (!deadline.count())
+                me.woken.wait(lock, settled);
+            else if (!me.woken.wait_until(lock, start + deadline, settled)) {
+                lock.unlock();
+                const std::string what = describe(*op);
                 r.reset();
-                throw aborted_error("gradsync::local_group: " + where(*this) +
-                                    " released because another rank failed");
+                throw deadline_error("gradsync::local_group: " + where(*this) + ": " + what + " did not complete within " +
+                                     std::to_string(std::chrono::duration<double>(deadline).count()) + " s (after " +
+                                     std::to_string(me.waits) + " completed waits of this rank)");
             }
-            const std::uint32_t w = me.wake.load(std::memory_order_acquire);
-            if (op->state.load(std::memory_order_acquire) != 0 || group_->aborted_.load(std::memory_order_acquire))
-                continue;
-            me.wake.wait(w, std::memory_order_acquire);
         }
+        if (op->state.load(std::memory_order_acquire) == 0) {
+            r.reset();
+            throw aborted_error("gradsync::local_group: " + where(*this) + " released because another rank failed");
+        }
+        ++me.waits;
         r.op_ = nullptr;
         if (op->state.load(std::memory_order_acquire) == 2) {
             std::string msg = std::move(op->failure);
@@ -255,6 +296,12 @@ private:
 
     void release(detail::local_op* op) noexcept { self().free_ops.push_back(op); }
 
+    static std::string describe(const detail::local_op& op)
+    {
+        return std::string(op.is_send ? "a send to rank " : "a receive from rank ") + std::to_string(op.peer) + " (tag " +
+            std::to_string(op.tag) + ", " + std::to_string(op.size) + " bytes)";
+    }
+
     // Called by whichever side matched second; the copy runs outside every lock.
     void transfer(detail::local_op* send, detail::local_op* recv)
     {
@@ -268,8 +315,21 @@ private:
             complete(recv, 2);
             return;
         }
-        if (send->size)
+        const char* failed = nullptr;
+        if (send->size && group_->options_.copy.function)
+            failed = group_->options_.copy.function(recv->dst, send->src, send->size);
+        else if (send->size)
             std::memcpy(recv->dst, send->src, send->size);
+        if (failed) {
+            const std::string msg = "gradsync::local_group: copying the message from rank " +
+                std::to_string(send->owner) + " to rank " + std::to_string(recv->owner) + " (tag " +
+                std::to_string(send->tag) + ") failed: " + failed;
+            send->failure = msg;
+            recv->failure = msg;
+            complete(send, 2);
+            complete(recv, 2);
+            return;
+        }
         complete(send, 1);
         complete(recv, 1);
     }
@@ -278,8 +338,7 @@ private:
     {
         detail::local_rank_state& owner = *group_->ranks_[std::size_t(op->owner)];
         op->state.store(state, std::memory_order_release);
-        owner.wake.fetch_add(1, std::memory_order_release);
-        owner.wake.notify_all();
+        owner.wake();
     }
 
     // A request dropped without wait(): unlink it if still unmatched, otherwise let the
@@ -295,11 +354,8 @@ private:
         }
         if (!unlinked) {
             detail::local_rank_state& me = self();
-            while (op->state.load(std::memory_order_acquire) == 0) {
-                const std::uint32_t w = me.wake.load(std::memory_order_acquire);
-                if (op->state.load(std::memory_order_acquire) == 0)
-                    me.wake.wait(w, std::memory_order_acquire);
-            }
+            std::unique_lock lock(me.sleep_mutex);
+            me.woken.wait(lock, [op] { return op->state.load(std::memory_order_acquire) != 0; });
         }
         release(op);
     }
@@ -352,6 +408,7 @@ inline void local_group::run(const std::function<void(local_communicator&)>& f)
     for (auto& r : ranks_) {
         r->sends = {};
         r->recvs = {};
+        r->waits = 0;
     }
     aborted_.store(false);
     if (first)
