@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Builds and runs the whole test suite: once optimized, once under AddressSanitizer and
-# UndefinedBehaviorSanitizer. Installs what it needs; safe to rerun.
+# Builds and runs the whole test suite, tier by tier: optimized (with the installed-package
+# consumer and the CUDA targets' build where nvcc exists); under AddressSanitizer and
+# UndefinedBehaviorSanitizer; the threaded parts under ThreadSanitizer; the raw-MPI tests with
+# MPICH; bounded libFuzzer runs; the API reference. Installs what it needs; safe to rerun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 need_packages "${test_packages[@]}"
-for preset in release asan; do
+for preset in release asan tsan mpich fuzz; do
   echo "== $preset"
+  start=$SECONDS
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset"
   ctest --preset "$preset"
+  echo "== $preset passed in $((SECONDS - start)) s"
 done
+echo "== docs"
+cmake --build --preset release --target docs
+echo "== all tiers passed"

@@ -59,4 +59,17 @@ void record(outcome& o, bool rethrow, F&& f)
     }
 }
 
+// Runs rank code on every rank of `group`; "" or what escaped from run() (it rethrows the
+// first exception), so one failing case is reported without hiding the others.
+template <class Group, class F>
+std::string run_ranks(Group& group, F&& f)
+{
+    try {
+        group.run(f);
+        return "";
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+}
+
 } // namespace gradsync_test

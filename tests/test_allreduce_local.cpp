@@ -24,6 +24,7 @@
 
 #include <gradsync/gradsync.hpp>
 
+#include "outcome.hpp"
 #include "reference.hpp"
 
 namespace {
@@ -32,18 +33,7 @@ using gradsync::half;
 using gradsync::local_communicator;
 using gradsync::local_group;
 
-// Runs rank code on every rank; returns "" or the exception that escaped (run() rethrows
-// the first), so one failing N is reported without hiding the others.
-template <class F>
-std::string run_ranks(local_group& group, F&& f)
-{
-    try {
-        group.run(f);
-        return "";
-    } catch (const std::exception& e) {
-        return std::string("a rank threw: ") + e.what();
-    }
-}
+using gradsync_test::run_ranks;
 
 template <class F>
 void with_policy(bool average, F&& f)

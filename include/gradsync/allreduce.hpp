@@ -39,6 +39,31 @@ struct reducer_options {
     pipeline_options pipeline{};
 };
 
+// What every rank's reducer must agree on (verify.hpp), from its arguments.
+template <element T, class Policy, communicator Comm, class Algorithm>
+signature reducer_signature(const Comm& comm, std::size_t count, const layer_layout& layout, const Algorithm& algorithm,
+                            const reducer_options& options)
+{
+    signature s;
+    s.value[signature::element_type] = element_traits<T>::code;
+    s.value[signature::policy] = Policy::code;
+    s.value[signature::algorithm] = Algorithm::code;
+    s.value[signature::count] = count;
+    s.value[signature::layer_sum] = layout.total();
+    s.value[signature::layers] = layout.layers();
+    s.value[signature::layout_fingerprint] = layout.fingerprint();
+    s.value[signature::segment_bytes] = options.pipeline.segment_bytes;
+    s.value[signature::window] = std::uint64_t(options.pipeline.window);
+    s.value[signature::eager_limit] = eager_limit(comm);
+    s.value[signature::tag] = std::uint64_t(options.tag);
+    s.name(signature::element_type, element_traits<T>::name);
+    s.name(signature::policy, Policy::name);
+    s.name(signature::algorithm, Algorithm::name);
+    if constexpr (requires { algorithm.parameter(); })
+        s.value[signature::algorithm_parameter] = algorithm.parameter();
+    return s;
+}
+
 template <element T, communicator Comm, class Policy = sum, class Algorithm = automatic>
 class reducer {
 public:
@@ -81,24 +106,7 @@ private:
     static plan_type make_plan(Comm& comm, std::size_t count, const layer_layout& layout, const Algorithm& algorithm,
                                const reducer_options& options)
     {
-        signature s;
-        s.value[signature::element_type] = element_traits<T>::code;
-        s.value[signature::policy] = Policy::code;
-        s.value[signature::algorithm] = Algorithm::code;
-        s.value[signature::count] = count;
-        s.value[signature::layer_sum] = layout.total();
-        s.value[signature::layers] = layout.layers();
-        s.value[signature::layout_fingerprint] = layout.fingerprint();
-        s.value[signature::segment_bytes] = options.pipeline.segment_bytes;
-        s.value[signature::window] = std::uint64_t(options.pipeline.window);
-        s.value[signature::eager_limit] = eager_limit(comm);
-        s.value[signature::tag] = std::uint64_t(options.tag);
-        s.name(signature::element_type, element_traits<T>::name);
-        s.name(signature::policy, Policy::name);
-        s.name(signature::algorithm, Algorithm::name);
-        if constexpr (requires { algorithm.parameter(); })
-            s.value[signature::algorithm_parameter] = algorithm.parameter();
-        verify_agreement(comm, s, "gradsync::reducer");
+        verify_agreement(comm, reducer_signature<T, Policy>(comm, count, layout, algorithm, options), "gradsync::reducer");
         return plan_type(comm, layout, algorithm, options.pipeline);
     }
 

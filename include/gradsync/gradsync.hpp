@@ -19,8 +19,11 @@
 #include <gradsync/error.hpp>
 #include <gradsync/kernels/host.hpp>
 #include <gradsync/layout.hpp>
+#include <gradsync/planner.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/policy/sum.hpp>
 #include <gradsync/subgroup.hpp>
 #include <gradsync/types.hpp>
 #include <gradsync/verify.hpp>
+#include <gradsync/comm/delay.hpp>
+#include <gradsync/runtime/synchronizer.hpp>

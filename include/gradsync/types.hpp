@@ -1,5 +1,5 @@
 // Element types and their traits: which type accumulates them and how they are identified
-// across ranks. fp16 is IEEE binary16: the compiler's _Float16 where it has one (g++ 12),
+// across ranks. fp16 is IEEE binary16: the compiler's _Float16 where it has one (g++ 12, not nvcc),
 // otherwise a storage type with exact round-to-nearest-even conversions. bf16 is
 // gradsync::bfloat16, a storage type with the same rules.
 #pragma once
@@ -97,11 +97,13 @@ inline std::uint16_t double_to_bfloat16(double d) noexcept { return float_to_bfl
 
 } // namespace detail
 
-#if defined(__FLT16_MANT_DIG__)
+#if defined(__FLT16_MANT_DIG__) && !defined(__CUDACC__)
 using half = _Float16;
 #else
-// Storage-only binary16 for compilers without _Float16 (clang 14 on x86-64): arithmetic
-// converts to float, exactly as the accumulation rules ask.
+// Storage-only binary16 for compilers without _Float16 (clang 14 on x86-64), and under nvcc,
+// whose device compiler (CUDA 13) crashes on _Float16 in host code ("unsupported float
+// variant"): arithmetic converts to float, exactly as the accumulation rules ask. Both
+// spellings hold the same bits, so buffers pass freely between .cpp and .cu code.
 struct half {
     std::uint16_t bits = 0;
 

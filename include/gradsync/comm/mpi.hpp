@@ -88,6 +88,20 @@ public:
     // Ranks per node (hierarchical{.ranks_per_node = 0}); collective. See mpi_ranks_per_node.
     int ranks_per_node() const { return mpi_ranks_per_node(comm_, "gradsync::mpi_communicator"); }
 
+    // For callers that drive this communicator from a second thread (gradsync::synchronizer):
+    // refuses, with a usage_error naming `who`, an MPI initialised below MPI_THREAD_SERIALIZED.
+    void check_thread_support(const char* who) const
+    {
+        int provided = MPI_THREAD_SINGLE;
+        check(MPI_Query_thread(&provided), "MPI_Query_thread");
+        if (provided < MPI_THREAD_SERIALIZED)
+            throw usage_error(std::string(who) + " (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                              "): MPI provides " +
+                              (provided == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE" : "MPI_THREAD_FUNNELED") +
+                              ", but a communication thread needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE: "
+                              "initialise with MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
+    }
+
     request isend(std::span<const std::byte> data, int peer, int tag)
     {
         request r;

@@ -18,6 +18,7 @@
 // it; the scalar tail rounds identically, so results never depend on the path taken.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,7 @@
 #include <gradsync/types.hpp>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define GRADSYNC_HAVE_F16C_DISPATCH 1
 #endif
@@ -68,9 +70,16 @@ inline half add_one(half a, half b) noexcept { return half(float(a) + float(b));
 inline half scale_one(half a, float f) noexcept { return half(float(a) * f); }
 
 #if GRADSYNC_HAVE_F16C_DISPATCH
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know it.
+inline bool cpuid_f16c() noexcept
+{
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+
 inline bool cpu_has_f16c() noexcept
 {
-    static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    static const bool has = cpuid_f16c() && __builtin_cpu_supports("avx");
     return has;
 }
 
@@ -137,10 +146,8 @@ template <>
 inline void canonicalize_nan<half>(std::span<half> x) noexcept
 {
     for (half& v : x) {
-        std::uint16_t bits;
-        std::memcpy(&bits, &v, sizeof bits);
-        bits = (bits & 0x7fffu) > 0x7c00u ? std::uint16_t(0x7e00u) : bits;
-        std::memcpy(&v, &bits, sizeof bits);
+        const std::uint16_t bits = std::bit_cast<std::uint16_t>(v);
+        v = std::bit_cast<half>((bits & 0x7fffu) > 0x7c00u ? std::uint16_t(0x7e00u) : bits);
     }
 }
 
@@ -185,7 +192,7 @@ void scaled_add_tail(T* out, double ca, const T* a, double cb, const T* b, std::
 inline bool cpu_has_avx2() noexcept
 {
     static const bool has =
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpuid_f16c();
     return has;
 }
 

@@ -1,0 +1,18 @@
+// The device path: allreduce of GPU memory (device_span, device_reducer, allreduce on a
+// device_span), the Thrust kernels, and device_copy for local_group ranks that share a GPU.
+// Needs CUDA (link gradsync::cuda) and nvcc: include it from .cu files. docs/gpu.md has the
+// design. The NCCL communicator is included by name: <gradsync/comm/nccl.hpp>.
+#pragma once
+
+#include <gradsync/device/algorithm.hpp>
+#include <gradsync/device/automatic.hpp>
+#include <gradsync/device/cuda.hpp>
+#include <gradsync/device/local_copy.hpp>
+#include <gradsync/device/policy.hpp>
+#include <gradsync/device/recursive_doubling.hpp>
+#include <gradsync/device/recursive_halving.hpp>
+#include <gradsync/device/reducer.hpp>
+#include <gradsync/device/ring.hpp>
+#include <gradsync/device/space.hpp>
+#include <gradsync/device/span.hpp>
+#include <gradsync/kernels/thrust.hpp>

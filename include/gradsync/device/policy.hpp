@@ -1,0 +1,36 @@
+// Sum and Average in a memory space (device/space.hpp): the combine and finish of
+// policy/sum.hpp, through the Thrust kernels (kernels/thrust.hpp), so the results are the
+// host policies' bits. Adasum has no device plans: the device reducer stages it through
+// host memory.
+#pragma once
+
+#include <concepts>
+#include <span>
+
+#include <gradsync/kernels/thrust.hpp>
+#include <gradsync/policy/sum.hpp>
+#include <gradsync/types.hpp>
+
+namespace gradsync {
+
+template <class P>
+concept device_elementwise = std::same_as<P, sum> || std::same_as<P, average>;
+
+// acc = acc + in, queued in the space.
+template <device_elementwise Policy, element T, class Space>
+void device_combine(const Space& space, std::span<T> acc, std::span<const T> in)
+{
+    kernels::add(space.policy(), acc, in);
+}
+
+// Average's factor 1/N in the accumulate type, as average::finish; Sum does nothing.
+template <device_elementwise Policy, element T, class Space>
+void device_finish(const Space& space, std::span<T> x, int ranks)
+{
+    using A = accumulate_t<T>;
+    if constexpr (std::same_as<Policy, average>)
+        if (ranks > 1)
+            kernels::scale(space.policy(), x, A(1) / A(ranks));
+}
+
+} // namespace gradsync

@@ -1,0 +1,115 @@
+// Plans and their simulated timeline (DESIGN.md §5).
+//
+// Layers l = 0..L-1 in forward order; backward runs L-1 down to 0, so layer l's gradient
+// is ready at r(l) = sum over k >= l of tb(k). A plan lists groups in communication order
+// (backward order: the group holding layer L-1 first), each a run of consecutive layers
+// listed in ascending order. Communications are serialized: group G starts at
+// max(end of the previous group, r(min G)) and lasts T(bytes of G) (nothing for a group
+// without parameters). The predicted time is max(end of the last group, r(0)).
+//
+// Cost: O(L) for simulate and validate_plan.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gradsync/error.hpp>
+#include <gradsync/planner/cost_model.hpp>
+#include <gradsync/planner/profile.hpp>
+
+namespace gradsync::planner {
+
+using plan = std::vector<std::vector<std::size_t>>;
+
+// usage_error unless the plan covers layers 0..layers-1 exactly once, in non-empty groups
+// of consecutive ascending layers, the groups in backward order.
+inline void validate_plan(const plan& p, std::size_t layers)
+{
+    const std::string who = "gradsync::planner: invalid plan for " + std::to_string(layers) + " layers: ";
+    std::vector<std::size_t> group_of(layers, p.size());
+    for (std::size_t g = 0; g < p.size(); ++g) {
+        if (p[g].empty())
+            throw usage_error(who + "group " + std::to_string(g) + " is empty");
+        for (std::size_t l : p[g]) {
+            if (l >= layers)
+                throw usage_error(who + "group " + std::to_string(g) + " lists layer " + std::to_string(l) +
+                                  ", which does not exist");
+            if (group_of[l] != p.size())
+                throw usage_error(who + "layer " + std::to_string(l) + " appears twice (in group " +
+                                  (group_of[l] == g ? std::to_string(g) + " twice"
+                                                    : std::to_string(group_of[l]) + " and group " + std::to_string(g)) +
+                                  ")");
+            group_of[l] = g;
+        }
+    }
+    for (std::size_t l = 0; l < layers; ++l)
+        if (group_of[l] == p.size())
+            throw usage_error(who + "layer " + std::to_string(l) + " is in no group");
+    std::size_t next_top = layers; // one past the highest layer the next group must hold
+    for (std::size_t g = 0; g < p.size(); ++g) {
+        for (std::size_t i = 1; i < p[g].size(); ++i)
+            if (p[g][i] != p[g][i - 1] + 1)
+                throw usage_error(who + "group " + std::to_string(g) + " is not a run of consecutive ascending layers (" +
+                                  std::to_string(p[g][i - 1]) + " is followed by " + std::to_string(p[g][i]) + ")");
+        if (p[g].back() + 1 != next_top)
+            throw usage_error(who + "group " + std::to_string(g) + " holds layers " + std::to_string(p[g].front()) +
+                              ".." + std::to_string(p[g].back()) + " but should end at layer " +
+                              std::to_string(next_top - 1) +
+                              " (groups go in backward order, the group holding the last layer first)");
+        next_top = p[g].front();
+    }
+}
+
+// r(l) = tb(l) + r(l+1), summed from the last layer down, the one order every planner uses
+// so that their times agree to the bit. usage_error names a layer with an invalid time.
+inline std::vector<double> ready_times(const profile& p)
+{
+    validate_profile(p);
+    std::vector<double> r(p.size());
+    double t = 0;
+    for (std::size_t l = p.size(); l-- > 0;)
+        r[l] = t = t + p[l].backward_s;
+    return r;
+}
+
+struct group_span {
+    double start_s = 0;
+    double end_s = 0;
+    std::uint64_t bytes = 0;
+};
+
+struct timeline {
+    std::vector<double> backward_start_s; // per layer: r(l+1), 0 for the last layer
+    std::vector<double> ready_s;          // per layer: r(l)
+    std::vector<group_span> groups;       // per group, in communication order
+    double predicted_s = 0;
+};
+
+inline timeline simulate(const profile& p, const plan& groups, const linear_cost& cost,
+                         std::size_t bytes_per_element = 4)
+{
+    validate_plan(groups, p.size());
+    validate_cost(cost);
+    const std::vector<std::uint64_t> bytes = layer_bytes(p, bytes_per_element);
+    timeline t;
+    t.ready_s = ready_times(p);
+    t.backward_start_s.resize(p.size());
+    for (std::size_t l = 0; l < p.size(); ++l)
+        t.backward_start_s[l] = l + 1 < p.size() ? t.ready_s[l + 1] : 0.0;
+    double end = 0;
+    for (const auto& g : groups) {
+        group_span s;
+        for (std::size_t l : g)
+            s.bytes += bytes[l];
+        s.start_s = std::max(end, t.ready_s[g.front()]);
+        s.end_s = end = s.start_s + cost(double(s.bytes));
+        t.groups.push_back(s);
+    }
+    t.predicted_s = std::max(end, p.empty() ? 0.0 : t.ready_s[0]);
+    return t;
+}
+
+} // namespace gradsync::planner

@@ -1,0 +1,419 @@
+// synchronizer: overlaps the merged-gradient allreduces of a plan with the backward pass
+// (MG-WFBP Algorithm 2).
+//
+//   gradsync::synchronizer<float, Comm, gradsync::average> sync(comm, layer_sizes, plan);
+//   for each iteration:
+//       backward: for l = L-1 down to 0: compute layer l's gradient, then sync.ready(l, grad_l);
+//       sync.wait();   // every group reduced (or the first error rethrown)
+//
+// A plan lists groups in communication order; each group is a contiguous ascending run of
+// 0-based forward-order layer indices, and the groups come in backward order (the group
+// holding layer L-1 first); every layer is in exactly one group. The planner's
+// gradsync::planner::plan is this type.
+//
+// Cost per iteration: one allreduce per group (G groups, G reducers planned once), started
+// as soon as the group's lowest layer is ready, so the iteration ends at
+// max(end of backward, end of the last group's allreduce) as DESIGN.md §5 simulates. A group
+// whose non-empty layers are adjacent in memory in forward order (one flat gradient buffer;
+// a group with one non-empty layer always is) is reduced in place; otherwise it is copied
+// into a fusion buffer (allocated once, sized for the largest group), reduced and copied
+// back, costing two copies of the group. ready() and wait() take a mutex; neither they nor
+// the communication thread allocate.
+//
+// Construction is collective: every rank must pass the same element type, policy,
+// algorithm, layer sizes, plan and options. It validates the plan (usage_error naming the
+// problem), checks that the ranks agree (mismatch_error on every rank otherwise; the
+// fingerprint covers the layer sizes and the plan), builds one reducer per group (Adasum
+// stays per layer: a group's reducer gets the group's layer sizes) and starts one
+// communication thread, joined by the destructor.
+//
+// Threads: the communication thread drives the communicator between the first ready() of an
+// iteration and the return of wait(), and never otherwise; the caller must not use the same
+// communicator in that window. Over MPI this needs MPI_THREAD_MULTIPLE, or
+// MPI_THREAD_SERIALIZED with no MPI call at all from the caller in that window: a
+// communicator with a check_thread_support(who) member (the MPI adapter) is asked at
+// construction and refuses a lower level. ready() and wait() are called from one thread,
+// the trainer's. See docs/runtime.md.
+//
+// Tag: synchronizer_options{}.tag differs from reducer_options{}.tag, so a reducer or
+// allreduce() with default options on the same communicator never matches the
+// synchronizer's messages.
+//
+// Errors: misuse of ready()/wait() throws usage_error and changes nothing. A failure inside
+// an allreduce (a communication_error, a peer's failure) is kept; the remaining groups of
+// that iteration are skipped and wait() rethrows the first error. The communicator may then
+// be out of step with the other ranks, so the synchronizer refuses every later ready() and
+// wait() with a usage_error. Destroying it without wait() finishes the groups that were
+// already complete (they are collective: the other ranks expect them), skips the rest and
+// joins the thread.
+//
+// Deadline: with synchronizer_options::deadline, a wait() that is still waiting after that
+// long (a peer that never joins a group's allreduce) throws deadline_error naming the rank,
+// the iteration and the group, and the synchronizer is refused from then on. The
+// communication thread may still be blocked inside that allreduce: the destructor joins it,
+// so it returns only once the communicator gives up (local_group with its own deadline) or
+// the job is aborted (MPI_Abort on the deadline_error).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gradsync/algorithm/automatic.hpp>
+#include <gradsync/algorithm/exchange.hpp>
+#include <gradsync/allreduce.hpp>
+#include <gradsync/communicator.hpp>
+#include <gradsync/error.hpp>
+#include <gradsync/layout.hpp>
+#include <gradsync/policy/sum.hpp>
+#include <gradsync/types.hpp>
+#include <gradsync/verify.hpp>
+
+namespace gradsync {
+
+struct synchronizer_options {
+    int tag = 24302; // not reducer_options{}.tag: see the header comment
+    pipeline_options pipeline{};
+    // Longest time wait() may block; zero waits for ever. See "Deadline" above.
+    std::chrono::nanoseconds deadline{0};
+};
+
+// When the communication thread started and finished one group (copies included).
+struct group_times {
+    std::chrono::steady_clock::time_point start{};
+    std::chrono::steady_clock::time_point end{};
+};
+
+namespace detail {
+
+// "" when `plan` covers layers 0..layers-1 as DESIGN.md §5 requires, else what is wrong.
+inline std::string plan_problem(const std::vector<std::vector<std::size_t>>& plan, std::size_t layers)
+{
+    const auto text = [](std::size_t v) { return std::to_string(v); };
+    std::size_t next = layers; // the next group must end at layer next - 1
+    for (std::size_t g = 0; g < plan.size(); ++g) {
+        const std::vector<std::size_t>& group = plan[g];
+        if (group.empty())
+            return "group " + text(g) + " is empty";
+        for (std::size_t i = 0; i < group.size(); ++i) {
+            if (group[i] >= layers)
+                return "group " + text(g) + " lists layer " + text(group[i]) + ", but there are only " + text(layers) +
+                    " layers";
+            if (i > 0 && group[i] != group[i - 1] + 1)
+                return "group " + text(g) + " is not a contiguous ascending run of layers (layer " +
+                    text(group[i - 1]) + " is followed by " + text(group[i]) + ")";
+        }
+        const std::size_t low = group.front(), high = group.back();
+        if (high + 1 == next) {
+            next = low;
+            continue;
+        }
+        const std::string holds = "group " + text(g) + " holds layers " + text(low) + ".." + text(high);
+        if (high >= next)
+            return holds + ", but layer " + text(std::max(low, next)) + " is also in an earlier group";
+        for (std::size_t later = g + 1; later < plan.size(); ++later)
+            for (std::size_t l : plan[later])
+                if (l == next - 1)
+                    return "groups are not in backward order: " + holds + ", but layer " + text(next - 1) +
+                        " comes later, in group " + text(later);
+        return holds + ", and layer " + text(next - 1) + " is in no group";
+    }
+    if (next > 0)
+        return "layers 0.." + text(next - 1) + " are in no group";
+    return "";
+}
+
+} // namespace detail
+
+template <element T, communicator C, class Policy = sum, class Algorithm = automatic>
+class synchronizer {
+public:
+    using plan_type = std::vector<std::vector<std::size_t>>;
+
+    synchronizer(C& comm, std::span<const std::size_t> layer_sizes, plan_type plan, Policy = {},
+                 Algorithm algorithm = {}, synchronizer_options options = {})
+        : comm_(&comm), sizes_(layer_sizes.begin(), layer_sizes.end()), plan_(std::move(plan)),
+          spans_(sizes_.size()), times_(plan_.size()), deadline_(options.deadline)
+    {
+        if (deadline_.count() < 0)
+            throw usage_error("gradsync::synchronizer (" + where(comm) + "): the deadline must not be negative");
+        const std::string problem = detail::plan_problem(plan_, sizes_.size());
+        if constexpr (requires { comm.check_thread_support("gradsync::synchronizer"); })
+            comm.check_thread_support("gradsync::synchronizer");
+        agree(options, algorithm, problem.empty());
+        if (!problem.empty())
+            throw usage_error("gradsync::synchronizer (" + where(comm) + "): invalid plan: " + problem);
+
+        std::size_t largest = 0;
+        for (const std::vector<std::size_t>& group : plan_) {
+            const std::span<const std::size_t> sizes = std::span(sizes_).subspan(group.front(), group.size());
+            reducers_.emplace_back(comm, sizes, algorithm, reducer_options{options.tag, options.pipeline});
+            lowest_.push_back(group.front());
+            largest = std::max(largest, reducers_.back().count());
+        }
+        fusion_.resize(largest);
+        thread_ = std::thread([this] { communicate(); });
+    }
+
+    synchronizer(const synchronizer&) = delete;
+    synchronizer& operator=(const synchronizer&) = delete;
+
+    ~synchronizer()
+    {
+        {
+            std::lock_guard lock(mutex_);
+            stop_ = true;
+        }
+        work_.notify_one();
+        thread_.join();
+    }
+
+    // Layer `layer`'s gradient is written. Layers come in backward order, L-1 down to 0, each
+    // once per iteration (empty layers too); the span holds the layer's elements and stays
+    // untouched until wait() returns.
+    void ready(std::size_t layer, std::span<T> gradient)
+    {
+        bool complete = false;
+        {
+            std::lock_guard lock(mutex_);
+            usable("ready()");
+            const std::size_t layers = sizes_.size();
+            if (layer >= layers)
+                refuse("ready(" + std::to_string(layer) + "): there are only " + std::to_string(layers) + " layers");
+            if (pending_ == 0)
+                refuse("ready(" + std::to_string(layer) + "): every layer of this iteration is already ready; call "
+                                                         "wait() first");
+            if (layer != pending_ - 1)
+                refuse("ready(" + std::to_string(layer) + "): layers must be ready in backward order, expected layer " +
+                       std::to_string(pending_ - 1) +
+                       (layer >= pending_ ? " (layer " + std::to_string(layer) + " is already ready)" : std::string()));
+            if (gradient.size() != sizes_[layer])
+                refuse("ready(" + std::to_string(layer) + "): the gradient holds " + std::to_string(gradient.size()) +
+                       " elements, layer " + std::to_string(layer) + " has " + std::to_string(sizes_[layer]));
+            spans_[layer] = gradient;
+            --pending_;
+            if (layer == lowest_[ready_groups_]) {
+                ++ready_groups_;
+                complete = true;
+            }
+        }
+        if (complete)
+            work_.notify_one();
+    }
+
+    // Blocks until every group of this iteration is reduced, then rethrows the iteration's
+    // first error, if any. Every layer must be ready.
+    void wait()
+    {
+        std::unique_lock lock(mutex_);
+        usable("wait()");
+        if (pending_ != 0)
+            refuse("wait(): layer " + std::to_string(pending_ - 1) + " is not ready yet");
+        const auto finished = [&] { return done_groups_ == plan_.size(); };
+        if (deadline_.count() == 0)
+            done_.wait(lock, finished);
+        else if (!done_.wait_for(lock, deadline_, finished)) {
+            const std::vector<std::size_t>& group = plan_[done_groups_];
+            failure_ = "wait(): in iteration " + std::to_string(iteration_) + ", group " + std::to_string(done_groups_) +
+                " of " + std::to_string(plan_.size()) + " (layers " + std::to_string(group.front()) + ".." +
+                std::to_string(group.back()) + ") did not finish its allreduce within " +
+                std::to_string(std::chrono::duration<double>(deadline_).count()) + " s";
+            broken_ = true;
+            throw deadline_error("gradsync::synchronizer (" + where(*comm_) + "): " + failure_);
+        }
+        ++iteration_;
+        pending_ = sizes_.size();
+        ready_groups_ = 0;
+        done_groups_ = 0;
+        if (error_) {
+            broken_ = true;
+            std::rethrow_exception(error_);
+        }
+    }
+
+    // Start and end of every group's allreduce in the last iteration (group order; zero for
+    // groups skipped after an error). Valid between wait() and the next ready().
+    std::span<const group_times> last_times() const
+    {
+        std::lock_guard lock(mutex_);
+        if (pending_ != sizes_.size())
+            refuse("last_times(): an iteration is in progress; call wait() first");
+        return times_;
+    }
+
+    const plan_type& plan() const noexcept { return plan_; }
+    std::span<const std::size_t> layer_sizes() const noexcept { return sizes_; }
+
+private:
+    using reducer_type = reducer<T, C, Policy, Algorithm>;
+
+    [[noreturn]] void refuse(const std::string& what) const
+    {
+        throw usage_error("gradsync::synchronizer (" + where(*comm_) + "): " + what);
+    }
+
+    void usable(const char* call) const
+    {
+        if (broken_)
+            refuse(std::string(call) + ": refused, an earlier iteration failed (" + failure_ +
+                   "); the communicator may be out of step with the other ranks");
+    }
+
+    // Ranks must agree on everything the reducers do not see: the number of layers, how
+    // they are grouped, and whether the plan is valid. A rank whose plan is invalid still
+    // takes part, so that every rank throws instead of some waiting for it.
+    void agree(const synchronizer_options& options, const Algorithm& algorithm, bool valid)
+    {
+        std::vector<std::size_t> described(sizes_);
+        described.push_back(valid ? 1 : 0);
+        for (const std::vector<std::size_t>& group : plan_) {
+            described.push_back(std::numeric_limits<std::size_t>::max());
+            described.insert(described.end(), group.begin(), group.end());
+        }
+        const layer_layout layout(0, sizes_);
+        signature s;
+        s.value[signature::element_type] = element_traits<T>::code;
+        s.value[signature::policy] = Policy::code;
+        s.value[signature::algorithm] = Algorithm::code;
+        if constexpr (requires { algorithm.parameter(); })
+            s.value[signature::algorithm_parameter] = algorithm.parameter();
+        s.value[signature::count] = layout.total();
+        s.value[signature::layer_sum] = layout.total();
+        s.value[signature::layers] = sizes_.size();
+        s.value[signature::layout_fingerprint] = layer_layout(0, described).fingerprint();
+        s.value[signature::segment_bytes] = options.pipeline.segment_bytes;
+        s.value[signature::window] = std::uint64_t(options.pipeline.window);
+        s.value[signature::eager_limit] = eager_limit(*comm_);
+        s.value[signature::tag] = std::uint64_t(options.tag);
+        s.name(signature::element_type, element_traits<T>::name);
+        s.name(signature::policy, Policy::name);
+        s.name(signature::algorithm, Algorithm::name);
+        try {
+            verify_agreement(*comm_, s, "gradsync::synchronizer (layer sizes and plan)");
+        } catch (const mismatch_error&) {
+            if (valid)
+                throw;
+        }
+    }
+
+    void communicate()
+    {
+        std::unique_lock lock(mutex_);
+        for (;;) {
+            work_.wait(lock, [&] { return done_groups_ < ready_groups_ || stop_; });
+            if (done_groups_ == ready_groups_)
+                return; // stopping, and no complete group left
+            const std::size_t g = done_groups_;
+            const bool skip = error_ != nullptr;
+            lock.unlock();
+            std::exception_ptr failed;
+            if (skip) {
+                times_[g] = {};
+            } else {
+                try {
+                    reduce(g);
+                } catch (...) {
+                    failed = std::current_exception();
+                }
+            }
+            lock.lock();
+            if (failed) {
+                error_ = failed;
+                failure_ = describe(failed);
+            }
+            if (++done_groups_ == plan_.size())
+                done_.notify_one();
+        }
+    }
+
+    void reduce(std::size_t g)
+    {
+        using clock = std::chrono::steady_clock;
+        const std::vector<std::size_t>& group = plan_[g];
+        reducer_type& r = reducers_[g];
+        times_[g].start = clock::now();
+        if (const std::span<T> whole = adjacent(group); whole.size() == r.count()) {
+            r(whole);
+        } else {
+            std::size_t at = 0;
+            for (std::size_t l : group) {
+                std::copy(spans_[l].begin(), spans_[l].end(), fusion_.begin() + std::ptrdiff_t(at));
+                at += spans_[l].size();
+            }
+            const std::span<T> fused(fusion_.data(), at);
+            r(fused);
+            at = 0;
+            for (std::size_t l : group) {
+                std::copy_n(fused.begin() + std::ptrdiff_t(at), spans_[l].size(), spans_[l].begin());
+                at += spans_[l].size();
+            }
+        }
+        times_[g].end = clock::now();
+    }
+
+    // The group's layers as one span when they lie back to back in forward order (empty
+    // layers may sit anywhere); an empty span otherwise.
+    std::span<T> adjacent(const std::vector<std::size_t>& group) const
+    {
+        T* begin = nullptr;
+        std::size_t count = 0;
+        for (std::size_t l : group) {
+            const std::span<T> s = spans_[l];
+            if (s.empty())
+                continue;
+            if (!begin)
+                begin = s.data();
+            else if (s.data() != begin + count)
+                return {};
+            count += s.size();
+        }
+        return begin ? std::span<T>(begin, count) : std::span<T>();
+    }
+
+    static std::string describe(const std::exception_ptr& e)
+    {
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+            return x.what();
+        } catch (...) {
+            return "an exception that is not a std::exception";
+        }
+    }
+
+    C* comm_;
+    std::vector<std::size_t> sizes_;
+    plan_type plan_;
+    std::deque<reducer_type> reducers_; // reducers neither move nor copy
+    std::vector<std::size_t> lowest_;   // lowest layer of each group: readying it completes the group
+    std::vector<T> fusion_;
+    std::vector<std::span<T>> spans_;
+    std::vector<group_times> times_;
+    std::chrono::nanoseconds deadline_;
+    std::size_t iteration_ = 0; // iterations completed, for deadline messages
+
+    mutable std::mutex mutex_;
+    std::condition_variable work_; // wakes the communication thread
+    std::condition_variable done_; // wakes wait()
+    std::size_t pending_ = sizes_.size(); // layers of this iteration not yet ready
+    std::size_t ready_groups_ = 0;        // groups complete, in plan order
+    std::size_t done_groups_ = 0;         // groups reduced or skipped
+    bool stop_ = false;
+    bool broken_ = false;
+    std::exception_ptr error_;
+    std::string failure_;
+    std::thread thread_;
+};
+
+} // namespace gradsync

@@ -1,0 +1,240 @@
+// Allreduce cases of the device path (device/reducer.hpp), shared by the CPU test
+// (host_space with Thrust's OpenMP system) and the GPU test (cuda_stream, local_group ranks
+// sharing one GPU). A harness H provides
+//   H::space_type                    the memory space
+//   H::make_group(n)                 a std::unique_ptr<local_group> whose ranks move that memory
+//   H::context                       a rank's resources (a CUDA stream), made on its thread; .space()
+//   H::buffer<T>(ctx, values)        a copy of values in the space; .span(), .read()
+// Every case runs whole local_groups, records per rank, and returns "" or what went wrong,
+// so Catch2's assertions stay on the main thread. The independent references are
+// reference.hpp's exact sums and the host path (reducer<> on host memory, itself checked
+// against the references by test_allreduce_local).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <gradsync/device/reducer.hpp>
+#include <gradsync/gradsync.hpp>
+
+#include "../outcome.hpp"
+#include "../reference.hpp"
+
+namespace device_cases {
+
+using gradsync::local_communicator;
+template <class T>
+using per_rank = std::vector<std::vector<T>>;
+
+// "" when every rank holds rank 0's bits.
+template <class T>
+std::string identical(const per_rank<T>& got)
+{
+    for (std::size_t r = 1; r < got.size(); ++r)
+        if (const std::string e = ref::first_difference(got[r], got[0]); !e.empty())
+            return "rank " + std::to_string(r) + " differs from rank 0: " + e;
+    return "";
+}
+
+template <class T>
+per_rank<T> inputs(bool integers, std::uint64_t seed, int n, std::size_t count)
+{
+    per_rank<T> in;
+    for (int r = 0; r < n; ++r)
+        in.push_back(integers ? ref::int_data<T>(seed, r, count) : ref::random_data<T>(seed, r, count));
+    return in;
+}
+
+// The host path: one reducer per rank, called on each input set in turn.
+template <class T, class Policy, class Algorithm>
+std::vector<per_rank<T>> host_results(const std::vector<per_rank<T>>& sets, std::span<const std::size_t> layers,
+                                      Algorithm algorithm = {})
+{
+    const int n = int(sets[0].size());
+    std::vector<per_rank<T>> out = sets;
+    gradsync::local_group group(n);
+    group.run([&](local_communicator& comm) {
+        const std::size_t r = std::size_t(comm.rank()), count = sets[0][r].size();
+        gradsync::reducer<T, local_communicator, Policy, Algorithm> reduce(comm, count, layers, algorithm);
+        for (auto& set : out)
+            reduce(std::span<T>(set[r]));
+    });
+    return out;
+}
+
+struct device_run {
+    std::vector<gradsync::transport> path;        // per rank
+    std::vector<gradsync_test::outcome> outcomes; // per rank
+};
+
+// The device path: one device_reducer per rank (options per rank), called on each input
+// set in turn; results replace the inputs.
+template <class H, class T, class Policy, class Algorithm>
+device_run device_results(std::vector<per_rank<T>>& sets, std::span<const std::size_t> layers,
+                          const std::vector<gradsync::device_options>& options, Algorithm algorithm = {})
+{
+    const int n = int(sets[0].size());
+    device_run run{std::vector<gradsync::transport>(std::size_t(n)),
+                   std::vector<gradsync_test::outcome>(std::size_t(n))};
+    const auto group = H::make_group(n);
+    try {
+        group->run([&](local_communicator& comm) {
+            const std::size_t r = std::size_t(comm.rank());
+            gradsync_test::record(run.outcomes[r], true, [&] {
+                typename H::context ctx;
+                const std::size_t count = sets[0][r].size();
+                gradsync::device_reducer<T, local_communicator, Policy, Algorithm, typename H::space_type> reduce(
+                    comm, count, layers, algorithm, options[r]);
+                run.path[r] = reduce.path();
+                for (auto& set : sets) {
+                    typename H::template buffer<T> data(ctx, set[r]);
+                    reduce(data.span());
+                    set[r] = data.read();
+                }
+            });
+        });
+    } catch (...) {
+        // recorded per rank
+    }
+    return run;
+}
+
+inline std::string outcomes_ok(const device_run& run)
+{
+    for (std::size_t r = 0; r < run.outcomes.size(); ++r)
+        if (run.outcomes[r].k != gradsync_test::kind::ok)
+            return "rank " + std::to_string(r) + " ended in " + gradsync_test::kind_name(run.outcomes[r].k) + ": " +
+                run.outcomes[r].what;
+    return "";
+}
+
+inline std::string paths_are(const device_run& run, const std::vector<gradsync::transport>& want)
+{
+    for (std::size_t r = 0; r < run.path.size(); ++r)
+        if (run.path[r] != want[r % want.size()])
+            return "rank " + std::to_string(r) + " took the " + gradsync::transport_name(run.path[r]) + " transport";
+    return "";
+}
+
+inline gradsync::device_options with(gradsync::transport path, std::size_t segment_bytes)
+{
+    gradsync::device_options o;
+    o.path = path;
+    o.reducer.pipeline.segment_bytes = segment_bytes;
+    return o;
+}
+
+// Sum or Average through the device path with per-rank transports (cycled over the ranks):
+// integer data gives the exact sum, random data the host path's bits, on every rank alike.
+template <class H, class T, class Policy, class Algorithm>
+std::string elementwise_case(int n, std::size_t count, const std::vector<gradsync::transport>& paths,
+                             std::size_t segment_bytes)
+{
+    constexpr bool average = std::is_same_v<Policy, gradsync::average>;
+    const std::uint64_t seed = ref::mix(std::uint64_t(n) * 7919 + count);
+    std::vector<per_rank<T>> sets{inputs<T>(true, seed, n, count), inputs<T>(false, seed + 1, n, count)};
+    const std::vector<per_rank<T>> host = host_results<T, Policy, Algorithm>(sets, {});
+    const std::vector<per_rank<T>> given = sets;
+    std::vector<gradsync::device_options> options;
+    for (int r = 0; r < n; ++r)
+        options.push_back(with(paths[std::size_t(r) % paths.size()], segment_bytes));
+    const device_run run = device_results<H, T, Policy, Algorithm>(sets, {}, options);
+    std::string e = outcomes_ok(run);
+    if (e.empty())
+        e = paths_are(run, paths);
+    if (e.empty())
+        if (const std::string d = ref::first_difference(sets[0][0], ref::exact(given[0], average)); !d.empty())
+            e = "integer data, against the exact sum: " + d;
+    if (e.empty())
+        if (const std::string d = ref::first_difference(sets[1][0], host[1][0]); !d.empty())
+            e = "random data, against the host path: " + d;
+    for (std::size_t s = 0; e.empty() && s < sets.size(); ++s)
+        e = identical(sets[s]);
+    return e.empty() ? "" : "N " + std::to_string(n) + ", count " + std::to_string(count) + ": " + e;
+}
+
+// A combination without a device plan (Adasum, hierarchical) is staged: the host path's
+// bits, on every rank alike.
+template <class H, class T, class Policy, class Algorithm>
+std::string staged_case(int n, std::size_t count, const std::vector<std::size_t>& layers, Algorithm algorithm = {})
+{
+    const std::uint64_t seed = ref::mix(std::uint64_t(n) * 104729 + count);
+    std::vector<per_rank<T>> sets{inputs<T>(false, seed, n, count)};
+    const std::vector<per_rank<T>> host = host_results<T, Policy, Algorithm>(sets, layers, algorithm);
+    const device_run run = device_results<H, T, Policy, Algorithm>(
+        sets, layers, std::vector<gradsync::device_options>(std::size_t(n)), algorithm);
+    std::string e = outcomes_ok(run);
+    if (e.empty())
+        e = paths_are(run, {gradsync::transport::staged});
+    if (e.empty())
+        if (const std::string d = ref::first_difference(sets[0][0], host[0][0]); !d.empty())
+            e = "against the host path: " + d;
+    if (e.empty())
+        e = identical(sets[0]);
+    return e.empty() ? "" : "N " + std::to_string(n) + ", count " + std::to_string(count) + ": " + e;
+}
+
+// Misuse ends in the same error on every rank, with a message naming the problem.
+template <class H>
+struct misuse {
+    // Every rank asks for the direct transport for Adasum, which has no device plan.
+    static device_run direct_adasum()
+    {
+        std::vector<per_rank<float>> sets{inputs<float>(false, 1, 3, 100)};
+        return device_results<H, float, gradsync::adasum, gradsync::ring>(
+            sets, {}, std::vector<gradsync::device_options>(3, with(gradsync::transport::direct, 1 << 20)));
+    }
+
+    // Rank 1 plans for one element more than the others.
+    static device_run counts_disagree(gradsync::transport path)
+    {
+        std::vector<per_rank<float>> sets{inputs<float>(false, 2, 3, 100)};
+        sets[0][1].push_back(1.0f);
+        return device_results<H, float, gradsync::sum, gradsync::ring>(
+            sets, {}, std::vector<gradsync::device_options>(3, with(path, 1 << 20)));
+    }
+
+    // The reducer is planned for 100 elements and called with 99.
+    static device_run wrong_size()
+    {
+        const auto group = H::make_group(2);
+        device_run run{std::vector<gradsync::transport>(2), std::vector<gradsync_test::outcome>(2)};
+        try {
+            group->run([&](local_communicator& comm) {
+                gradsync_test::record(run.outcomes[std::size_t(comm.rank())], true, [&] {
+                    typename H::context ctx;
+                    typename H::template buffer<float> data(ctx, std::vector<float>(99, 1.0f));
+                    using space = typename H::space_type;
+                    gradsync::device_reducer<float, local_communicator, gradsync::sum, gradsync::ring, space> reduce(
+                        comm, 100);
+                    reduce(data.span());
+                });
+            });
+        } catch (...) {
+            // recorded per rank
+        }
+        return run;
+    }
+};
+
+// "" when some rank ended in kind k, every other one in k or released (aborted_error), and
+// every message of kind k contains `says`.
+inline std::string all_ended_in(const device_run& run, gradsync_test::kind k, const std::string& says)
+{
+    bool seen = false;
+    for (std::size_t r = 0; r < run.outcomes.size(); ++r) {
+        const gradsync_test::outcome& o = run.outcomes[r];
+        if (o.k != k && o.k != gradsync_test::kind::aborted)
+            return "rank " + std::to_string(r) + " ended in " + gradsync_test::kind_name(o.k) + ": " + o.what;
+        if (o.k == k && o.what.find(says) == std::string::npos)
+            return "rank " + std::to_string(r) + "'s message lacks \"" + says + "\": " + o.what;
+        seen = seen || o.k == k;
+    }
+    return seen ? "" : std::string("no rank ended in ") + gradsync_test::kind_name(k);
+}
+
+} // namespace device_cases

@@ -1,0 +1,144 @@
+// The device path on one GPU: local_group ranks (threads) sharing it, each with its own
+// stream and device buffers, messages copied device to device (gradsync::device_copy). The
+// cases of tests/gpu/device_cases.hpp, as test_thrust_kernels_allreduce runs them on the CPU:
+//  - Sum and Average, direct transport, ring / recursive_halving / recursive_doubling /
+//    automatic, fp16, bf16, fp32, fp64, N in {1, 2, 3, 4, 8}, counts {0, 1, N-1, 1000,
+//    1000003}: integer data exact, random data the host path's bits, every rank alike;
+//  - staged and direct ranks mixed; Adasum and hierarchical staged (pinned buffers);
+//  - misuse, and the direct transport on a group without device_copy.
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <vector>
+
+#include <gradsync/device.hpp>
+#include <gradsync/gradsync.hpp>
+
+#include "gpu/device_cases.hpp"
+
+namespace {
+
+using gradsync::bfloat16;
+using gradsync::transport;
+
+struct cuda_harness {
+    using space_type = gradsync::cuda_stream;
+
+    static std::unique_ptr<gradsync::local_group> make_group(int n)
+    {
+        return std::make_unique<gradsync::local_group>(n, gradsync::local_options{.copy = gradsync::device_copy});
+    }
+
+    struct context {
+        cudaStream_t stream = nullptr;
+        context()
+        {
+            gradsync::detail::cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+        }
+        context(const context&) = delete;
+        context& operator=(const context&) = delete;
+        ~context() { cudaStreamDestroy(stream); }
+        space_type space() const { return stream; }
+    };
+
+    // Copies go on the rank's stream: a plain cudaMemcpy from pageable memory may return
+    // before the data lands, unordered with a non-blocking stream.
+    template <class T>
+    struct buffer {
+        gradsync::device_buffer<T> data;
+        space_type space;
+        buffer(const context& ctx, const std::vector<T>& v) : data(v.size()), space(ctx.space())
+        {
+            space.copy(data.data(), v.data(), v.size() * sizeof(T));
+            space.synchronize();
+        }
+        gradsync::device_span<T> span() { return {data.data(), data.size(), space}; }
+        std::vector<T> read() const
+        {
+            std::vector<T> v(data.size());
+            space.copy(v.data(), data.data(), v.size() * sizeof(T));
+            space.synchronize();
+            return v;
+        }
+    };
+};
+
+template <class T, class Algorithm>
+void elementwise_matrix()
+{
+    for (int n : {1, 2, 3, 4, 8})
+        for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(n - 1), std::size_t(1000),
+                                  std::size_t(1000003)}) {
+            CHECK(device_cases::elementwise_case<cuda_harness, T, gradsync::sum, Algorithm>(
+                      n, count, {transport::direct}, std::size_t(1) << 20) == "");
+            CHECK(device_cases::elementwise_case<cuda_harness, T, gradsync::average, Algorithm>(
+                      n, count, {transport::direct}, std::size_t(64) << 20) == "");
+        }
+    for (int n : {3, 4})
+        CHECK(device_cases::elementwise_case<cuda_harness, T, gradsync::sum, Algorithm>(
+                  n, 70001, {transport::staged, transport::direct}, std::size_t(1) << 20) == "");
+}
+
+} // namespace
+
+#define GRADSYNC_GPU_MATRIX_CASE(algo, type, type_name)                                                                \
+    TEST_CASE("device path on one GPU: " #algo " " type_name, "[local]") { elementwise_matrix<type, gradsync::algo>(); }
+
+GRADSYNC_GPU_MATRIX_CASE(ring, gradsync::half, "fp16")
+GRADSYNC_GPU_MATRIX_CASE(ring, bfloat16, "bf16")
+GRADSYNC_GPU_MATRIX_CASE(ring, float, "fp32")
+GRADSYNC_GPU_MATRIX_CASE(ring, double, "fp64")
+GRADSYNC_GPU_MATRIX_CASE(recursive_halving, gradsync::half, "fp16")
+GRADSYNC_GPU_MATRIX_CASE(recursive_halving, float, "fp32")
+GRADSYNC_GPU_MATRIX_CASE(recursive_halving, double, "fp64")
+GRADSYNC_GPU_MATRIX_CASE(recursive_doubling, gradsync::half, "fp16")
+GRADSYNC_GPU_MATRIX_CASE(recursive_doubling, float, "fp32")
+GRADSYNC_GPU_MATRIX_CASE(automatic, bfloat16, "bf16")
+GRADSYNC_GPU_MATRIX_CASE(automatic, float, "fp32")
+
+TEST_CASE("device path on one GPU: Adasum and hierarchical are staged through pinned memory", "[local]")
+{
+    const std::vector<std::size_t> layers{300, 0, 1, 40000, 699};
+    for (int n : {1, 2, 3, 4, 8}) {
+        CHECK(device_cases::staged_case<cuda_harness, float, gradsync::adasum, gradsync::ring>(n, 41000, layers) == "");
+        CHECK(device_cases::staged_case<cuda_harness, gradsync::half, gradsync::adasum, gradsync::recursive_halving>(
+                  n, 41000, layers) == "");
+    }
+    CHECK(device_cases::staged_case<cuda_harness, double, gradsync::sum, gradsync::hierarchical>(
+              8, 41000, {}, gradsync::hierarchical{.ranks_per_node = 4}) == "");
+}
+
+TEST_CASE("device path on one GPU: misuse ends in a clear error on every rank", "[local]")
+{
+    using cases = device_cases::misuse<cuda_harness>;
+    using gradsync_test::kind;
+    CHECK(device_cases::all_ended_in(cases::direct_adasum(), kind::usage, "no device plan") == "");
+    CHECK(device_cases::all_ended_in(cases::counts_disagree(transport::direct), kind::mismatch, "element count") == "");
+    CHECK(device_cases::all_ended_in(cases::wrong_size(), kind::usage, "buffer holds 99 elements") == "");
+
+    // A group that copies with memcpy cannot take device memory: asking for direct is refused,
+    // and automatic stages.
+    std::vector<gradsync_test::outcome> outcomes(2);
+    std::vector<transport> chosen(2);
+    gradsync::local_group plain(2);
+    try {
+        plain.run([&](gradsync::local_communicator& comm) {
+            const std::size_t r = std::size_t(comm.rank());
+            gradsync_test::record(outcomes[r], true, [&] {
+                gradsync::device_reducer<float, gradsync::local_communicator> automatic(comm, 10);
+                chosen[r] = automatic.path();
+                gradsync::device_reducer<float, gradsync::local_communicator> direct(
+                    comm, 10, gradsync::automatic{}, gradsync::device_options{.path = transport::direct});
+            });
+        });
+    } catch (...) {
+        // recorded per rank
+    }
+    for (std::size_t r = 0; r < 2; ++r) {
+        CHECK(chosen[r] == transport::staged);
+        CHECK(outcomes[r].k == kind::usage);
+        CHECK(outcomes[r].what.find("moves device memory") != std::string::npos);
+    }
+}

@@ -1,0 +1,114 @@
+// The device path (device_reducer, the device plans, the staged transport) on the CPU:
+// host_space with Thrust's OpenMP system, ranks as a local_group. The same cases run on a GPU
+// in test_device.cu (tests/gpu/device_cases.hpp holds them):
+//  - Sum and Average, direct transport, ring / recursive_halving / recursive_doubling /
+//    automatic, fp16, bf16, fp32, fp64, N in {1, 2, 3, 5, 8}, counts {0, 1, N-1, 1000, 65537}
+//    in 4 KiB pipeline segments: integer data gives the exact sum, random data the host
+//    path's bits, every rank the same bits;
+//  - ranks that differ in transport (staged and direct alternating) still agree;
+//  - Adasum and hierarchical are staged, with the host path's bits;
+//  - misuse: the direct transport asked for Adasum, ranks that disagree on the count (on
+//    both transports), a buffer of the wrong size.
+#include <catch2/catch.hpp>
+
+#include <thrust/system/omp/execution_policy.h>
+
+#include <memory>
+#include <vector>
+
+#include <gradsync/device/reducer.hpp>
+#include <gradsync/device/space.hpp>
+#include <gradsync/gradsync.hpp>
+
+#include "gpu/device_cases.hpp"
+
+namespace {
+
+using gradsync::bfloat16;
+using gradsync::half;
+using gradsync::transport;
+
+struct omp_harness {
+    using space_type = decltype(gradsync::host_space{thrust::omp::par});
+
+    static std::unique_ptr<gradsync::local_group> make_group(int n)
+    {
+        return std::make_unique<gradsync::local_group>(n);
+    }
+
+    struct context {
+        space_type space() const { return {}; }
+    };
+
+    template <class T>
+    struct buffer {
+        std::vector<T> values;
+        space_type space;
+        buffer(const context& ctx, const std::vector<T>& v) : values(v), space(ctx.space()) {}
+        gradsync::device_span<T, space_type> span() { return {values.data(), values.size(), space}; }
+        std::vector<T> read() const { return values; }
+    };
+};
+
+template <class T, class Algorithm>
+void elementwise_matrix()
+{
+    for (int n : {1, 2, 3, 5, 8})
+        for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(n - 1), std::size_t(1000),
+                                  std::size_t(65537)}) {
+            CHECK(device_cases::elementwise_case<omp_harness, T, gradsync::sum, Algorithm>(
+                      n, count, {transport::direct}, 4096) == "");
+            CHECK(device_cases::elementwise_case<omp_harness, T, gradsync::average, Algorithm>(
+                      n, count, {transport::direct}, 4096) == "");
+        }
+    for (int n : {3, 4})
+        CHECK(device_cases::elementwise_case<omp_harness, T, gradsync::sum, Algorithm>(
+                  n, 70001, {transport::staged, transport::direct}, 4096) == "");
+}
+
+} // namespace
+
+#define GRADSYNC_DEVICE_MATRIX_CASE(algo, type, type_name)                                                             \
+    TEST_CASE("device path on host_space: " #algo " " type_name, "[device][thrust]")                                 \
+    {                                                                                                                  \
+        elementwise_matrix<type, gradsync::algo>();                                                                    \
+    }
+
+GRADSYNC_DEVICE_MATRIX_CASE(ring, half, "fp16")
+GRADSYNC_DEVICE_MATRIX_CASE(ring, bfloat16, "bf16")
+GRADSYNC_DEVICE_MATRIX_CASE(ring, float, "fp32")
+GRADSYNC_DEVICE_MATRIX_CASE(ring, double, "fp64")
+GRADSYNC_DEVICE_MATRIX_CASE(recursive_halving, half, "fp16")
+GRADSYNC_DEVICE_MATRIX_CASE(recursive_halving, bfloat16, "bf16")
+GRADSYNC_DEVICE_MATRIX_CASE(recursive_halving, float, "fp32")
+GRADSYNC_DEVICE_MATRIX_CASE(recursive_halving, double, "fp64")
+GRADSYNC_DEVICE_MATRIX_CASE(recursive_doubling, half, "fp16")
+GRADSYNC_DEVICE_MATRIX_CASE(recursive_doubling, float, "fp32")
+GRADSYNC_DEVICE_MATRIX_CASE(recursive_doubling, double, "fp64")
+GRADSYNC_DEVICE_MATRIX_CASE(automatic, half, "fp16")
+GRADSYNC_DEVICE_MATRIX_CASE(automatic, float, "fp32")
+GRADSYNC_DEVICE_MATRIX_CASE(automatic, double, "fp64")
+
+TEST_CASE("device path on host_space: Adasum and hierarchical are staged", "[device][thrust]")
+{
+    const std::vector<std::size_t> layers{300, 0, 1, 4000, 699};
+    for (int n : {1, 2, 3, 4, 5}) {
+        CHECK(device_cases::staged_case<omp_harness, float, gradsync::adasum, gradsync::ring>(n, 5000, layers) == "");
+        CHECK(device_cases::staged_case<omp_harness, half, gradsync::adasum, gradsync::recursive_halving>(n, 5000,
+                                                                                                         layers) == "");
+        CHECK(device_cases::staged_case<omp_harness, double, gradsync::adasum, gradsync::automatic>(n, 5000, layers) ==
+              "");
+    }
+    CHECK(device_cases::staged_case<omp_harness, float, gradsync::sum, gradsync::hierarchical>(
+              4, 5000, {}, gradsync::hierarchical{.ranks_per_node = 2}) == "");
+}
+
+TEST_CASE("device path on host_space: misuse ends in a clear error on every rank", "[device][thrust]")
+{
+    using cases = device_cases::misuse<omp_harness>;
+    using gradsync_test::kind;
+    CHECK(device_cases::all_ended_in(cases::direct_adasum(), kind::usage, "no device plan") == "");
+    CHECK(device_cases::all_ended_in(cases::counts_disagree(transport::direct), kind::mismatch, "element count") == "");
+    CHECK(device_cases::all_ended_in(cases::counts_disagree(transport::staged), kind::mismatch, "element count") == "");
+    CHECK(device_cases::all_ended_in(cases::wrong_size(), kind::usage, "buffer holds 99 elements") == "");
+}
