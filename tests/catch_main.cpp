@@ -1,3 +1,4 @@
-// Catch2's main for the local (non-MPI) tests, compiled once and shared by every executable.
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// main for the test programs that need no set-up of their own: run the selected tests.
+#include "catch_session.hpp"
+
+int main(int argc, char** argv) { return gradsync_test::run_catch(argc, argv); }

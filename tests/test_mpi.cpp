@@ -6,7 +6,6 @@
 // Every rank runs the same test cases in the same order, and every collective the tests use
 // (MPI_Allreduce to agree on outcomes) is called unconditionally, so a failed CHECK on one
 // rank never leaves another waiting. The process exit code is non-zero if any rank failed.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <mpi.h>
@@ -43,6 +42,7 @@ static transport make_comm() { return transport(MPI_COMM_WORLD); }
 #include <gradsync/gradsync.hpp>
 
 #include "adasum_reference.hpp"
+#include "catch_session.hpp"
 #include "reference.hpp"
 
 namespace {
@@ -607,29 +607,21 @@ int main(int argc, char** argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
 #endif
     const int rank = world_rank();
-    int failed = 0;
-    {
-        Catch::Session session;
-        failed = session.applyCommandLine(argc, argv);
-        // Ranks other than 0 report into a file that is shown only if that rank failed.
-        std::filesystem::path log;
-        if (failed == 0 && rank != 0 && session.configData().outputFilename.empty()) {
-            log = std::filesystem::temp_directory_path() /
-                ("gradsync-test-mpi-" + std::to_string(::getpid()) + "-rank" + std::to_string(rank) + ".log");
-            session.configData().outputFilename = log.string();
+    // Ranks other than 0 report into a file that is shown only if that rank failed.
+    std::filesystem::path log;
+    if (rank != 0)
+        log = std::filesystem::temp_directory_path() /
+            ("gradsync-test-mpi-" + std::to_string(::getpid()) + "-rank" + std::to_string(rank) + ".log");
+    const int failed = gradsync_test::run_catch(argc, argv, log.empty() ? nullptr : log.c_str());
+    if (!log.empty()) {
+        if (failed != 0) {
+            std::ifstream in(log);
+            std::ostringstream text;
+            text << in.rdbuf();
+            std::cerr << "==== rank " << rank << " ====\n" << text.str() << std::flush;
         }
-        if (failed == 0)
-            failed = session.run();
-        if (!log.empty()) {
-            if (failed != 0) {
-                std::ifstream in(log);
-                std::ostringstream text;
-                text << in.rdbuf();
-                std::cerr << "==== rank " << rank << " ====\n" << text.str() << std::flush;
-            }
-            std::error_code ignored;
-            std::filesystem::remove(log, ignored);
-        }
+        std::error_code ignored;
+        std::filesystem::remove(log, ignored);
     }
     int worst = 0;
     MPI_Allreduce(&failed, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

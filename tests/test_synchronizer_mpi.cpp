@@ -13,7 +13,6 @@
 //
 // Every CHECK is on a value agreed by all ranks (reduced with MPI), so rank 0's report, which
 // is the one shown, speaks for every rank.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <mpi.h>
@@ -31,6 +30,7 @@
 #include <gradsync/comm/mpi.hpp>
 #include <gradsync/gradsync.hpp>
 
+#include "catch_session.hpp"
 #include "reference.hpp"
 
 namespace {
@@ -209,15 +209,8 @@ int main(int argc, char** argv)
     MPI_Init_thread(&argc, &argv, funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE, &thread_level_provided);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    int failed = 0;
-    {
-        Catch::Session runner;
-        failed = runner.applyCommandLine(argc, argv);
-        if (failed == 0 && rank != 0)
-            runner.configData().outputFilename = "/dev/null"; // rank 0's report covers every rank
-        if (failed == 0)
-            failed = runner.run();
-    }
+    // Rank 0's report covers every rank.
+    const int failed = gradsync_test::run_catch(argc, argv, rank == 0 ? nullptr : "/dev/null");
     int worst = 0;
     MPI_Allreduce(&failed, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();

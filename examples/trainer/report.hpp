@@ -42,7 +42,10 @@ public:
             std::string text = "|";
             for (std::size_t c = 0; c < cells.size(); ++c) {
                 const std::string pad(width[c] - cells[c].size(), ' ');
-                text += " " + (c == 0 ? cells[c] + pad : pad + cells[c]) + " |";
+                text += ' ';
+                text += c == 0 ? cells[c] : pad; // the first column left-aligned, numbers right
+                text += c == 0 ? pad : cells[c];
+                text += " |";
             }
             std::fprintf(out, "%s\n", text.c_str());
         };

@@ -5,14 +5,11 @@
 #pragma once
 
 #include <gradsync/device/algorithm.hpp>
-#include <gradsync/device/automatic.hpp>
 #include <gradsync/device/cuda.hpp>
 #include <gradsync/device/local_copy.hpp>
+#include <gradsync/device/memory.hpp>
 #include <gradsync/device/policy.hpp>
-#include <gradsync/device/recursive_doubling.hpp>
-#include <gradsync/device/recursive_halving.hpp>
 #include <gradsync/device/reducer.hpp>
-#include <gradsync/device/ring.hpp>
 #include <gradsync/device/space.hpp>
 #include <gradsync/device/span.hpp>
 #include <gradsync/kernels/thrust.hpp>

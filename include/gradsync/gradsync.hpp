@@ -9,6 +9,7 @@
 #include <gradsync/algorithm/automatic.hpp>
 #include <gradsync/algorithm/exchange.hpp>
 #include <gradsync/algorithm/hierarchical.hpp>
+#include <gradsync/algorithm/memory.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>

@@ -1,12 +1,11 @@
-// Catch2's main for the GPU tests: without a usable CUDA device the program says why and
-// exits with 77, which CTest reports as skipped (SKIP_RETURN_CODE), so CI without a GPU
-// builds these tests and skips them cleanly.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
+// main for the GPU tests: without a usable CUDA device the program says why and exits with
+// 77, which CTest reports as skipped (SKIP_RETURN_CODE), so CI without a GPU builds these
+// tests and skips them cleanly.
 #include <cuda_runtime.h>
 
 #include <cstdio>
+
+#include "../catch_session.hpp"
 
 int main(int argc, char** argv)
 {
@@ -16,5 +15,5 @@ int main(int argc, char** argv)
         std::printf("skipped: no usable CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
         return 77;
     }
-    return Catch::Session().run(argc, argv);
+    return gradsync_test::run_catch(argc, argv);
 }

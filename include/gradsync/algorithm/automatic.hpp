@@ -6,8 +6,10 @@
 //                                             the folded ranks)
 //   otherwise                       -> recursive_halving
 // Every rank computes the same choice from the same (M, N), so no agreement is needed
-// beyond the reducer's usual check. The rule is the same for every policy; each algorithm
-// runs its own plan for the policy (Adasum has plans of its own).
+// beyond the reducer's usual check. The rule is the same for every policy and every memory
+// (algorithm/memory.hpp): each algorithm runs its own plan for the policy (Adasum has plans
+// of its own) with the vector in Memory, so a memory space makes the host path's choice and
+// sends its messages.
 #pragma once
 
 #include <bit>
@@ -17,6 +19,7 @@
 #include <variant>
 
 #include <gradsync/algorithm/exchange.hpp>
+#include <gradsync/algorithm/memory.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
@@ -26,7 +29,7 @@
 
 namespace gradsync {
 
-template <element T, communicator C, class Policy>
+template <element T, communicator C, class Policy, class Memory = host_memory>
 class automatic_plan;
 
 struct automatic {
@@ -34,8 +37,8 @@ struct automatic {
     static constexpr const char* name = "automatic";
     std::size_t small_bytes = std::size_t(32) << 10;
     std::size_t ring_bytes = std::size_t(1) << 20;
-    template <element T, communicator C, class P>
-    using plan = automatic_plan<T, C, P>;
+    template <element T, communicator C, class P, class Memory = host_memory>
+    using plan = automatic_plan<T, C, P, Memory>;
 
     // Fingerprint of the thresholds, which every rank must share (checked by the reducer).
     std::uint64_t parameter() const noexcept { return small_bytes ^ (std::uint64_t(ring_bytes) * 0x9e3779b97f4a7c15ull); }
@@ -51,7 +54,7 @@ struct automatic {
     }
 };
 
-template <element T, communicator C, class Policy>
+template <element T, communicator C, class Policy, class Memory>
 class automatic_plan {
 public:
     automatic_plan(const C& comm, const layer_layout& layout, const automatic& rule, const pipeline_options& pipe)
@@ -69,14 +72,14 @@ public:
     std::uint32_t chosen() const noexcept { return chosen_; }
 
     template <class P>
-    void run(C& comm, std::span<T> data, int tag)
+    void run(C& comm, typename Memory::template span<T> data, int tag)
     {
         std::visit([&](auto& p) { p.template run<P>(comm, data, tag); }, plan_);
     }
 
 private:
-    using variant = std::variant<recursive_doubling::plan<T, C, Policy>, recursive_halving::plan<T, C, Policy>,
-                                 ring::plan<T, C, Policy>>;
+    using variant = std::variant<recursive_doubling::plan<T, C, Policy, Memory>,
+                                 recursive_halving::plan<T, C, Policy, Memory>, ring::plan<T, C, Policy, Memory>>;
 
     static variant make(const C& comm, const layer_layout& layout, std::uint32_t chosen, const pipeline_options& pipe)
     {

@@ -9,7 +9,10 @@
 // many receives in flight and combines each segment as soon as it lands, so the combine of
 // one segment overlaps the transfer of the next and the data is combined while still in
 // cache. Plain exchanges send blocks whole. Defaults (256 KiB segments, window 2) were
-// chosen with bench_allreduce_mpi on 2 ranks.
+// chosen with bench_allreduce_mpi on 2 ranks. In a memory whose combines are queued
+// (Memory::synchronous false, algorithm/memory.hpp) a kernel may still read a segment
+// after combine() returns, so there the scratch holds the whole block, no slot is reused,
+// and the step ends with one synchronization, before its data is sent on.
 //
 // Preconditions: the sent and received blocks do not overlap; both peers cut a block with
 // the same message_cut (schedules pair the calls; the reducer's agreement check makes the
@@ -21,6 +24,7 @@
 #include <limits>
 #include <span>
 
+#include <gradsync/algorithm/memory.hpp>
 #include <gradsync/communicator.hpp>
 
 namespace gradsync {
@@ -59,10 +63,13 @@ struct message_cut {
 };
 
 // Scratch for exchange_combine on blocks of at most max_block elements: `window` segments,
-// and at least two, as a block of up to two segments goes whole.
-template <class T>
+// and at least two, as a block of up to two segments goes whole; the whole block where
+// combines are queued.
+template <class T, class Memory = host_memory>
 std::size_t scratch_elems(std::size_t max_block, const pipeline_options& p) noexcept
 {
+    if constexpr (!Memory::synchronous)
+        return max_block;
     const std::size_t segments = std::size_t(std::max(p.window, 2));
     return std::min(max_block, segments * std::max<std::size_t>(p.segment_bytes / sizeof(T), 1));
 }
@@ -94,15 +101,18 @@ void sit_out(C& comm, int tag, std::span<T> data, const message_cut& out, const 
 }
 
 // Sends `out` to `to` while receiving a block of acc.size() elements from `from` and
-// combining it into acc message by message (Policy::combine(acc_piece, received_piece)).
-// scratch: scratch_elems() of the largest block; requests as for exchange().
-template <class Policy, class T, communicator C>
+// combining it into acc message by message (memory.combine<Policy>(acc_piece,
+// received_piece)). scratch: scratch_elems<T, Memory>() of the largest block; requests as
+// for exchange().
+template <class Policy, class T, communicator C, class Memory = host_memory>
 void exchange_combine(C& comm, int tag, int to, std::span<const T> out, int from, std::span<T> acc,
-                      std::span<T> scratch, const message_cut& cut, std::span<typename C::request> reqs)
+                      std::span<T> scratch, const message_cut& cut, std::span<typename C::request> reqs,
+                      const Memory& memory = {})
 {
     const std::size_t seg_in = cut.elems<T>(acc.size()), seg_out = cut.elems<T>(out.size());
     const std::size_t n_in = (acc.size() + seg_in - 1) / seg_in;
-    const std::size_t slots = std::min(n_in, std::max<std::size_t>(1, scratch.size() / seg_in));
+    const std::size_t slots =
+        Memory::synchronous ? std::min(n_in, std::max<std::size_t>(1, scratch.size() / seg_in)) : n_in;
     auto piece = [&](std::size_t j) { return std::min(seg_in, acc.size() - j * seg_in); };
     auto slot = [&](std::size_t j) { return scratch.subspan((j % slots) * seg_in, piece(j)); };
 
@@ -113,12 +123,13 @@ void exchange_combine(C& comm, int tag, int to, std::span<const T> out, int from
         reqs[k++] = isend(comm, out.subspan(i, std::min(seg_out, out.size() - i)), to, tag);
     for (std::size_t j = 0; j < n_in; ++j) {
         comm.wait(reqs[j % slots]);
-        Policy::combine(acc.subspan(j * seg_in, piece(j)), std::span<const T>(slot(j)));
+        memory.template combine<Policy>(acc.subspan(j * seg_in, piece(j)), std::span<const T>(slot(j)));
         if (j + slots < n_in)
             reqs[j % slots] = irecv(comm, slot(j + slots), from, tag);
     }
     for (std::size_t i = slots; i < k; ++i)
         comm.wait(reqs[i]);
+    memory.synchronize();
 }
 
 } // namespace gradsync

@@ -5,11 +5,16 @@
 // gamma per byte combined):
 //   2*log2(P)*alpha + 2*(P-1)/P*M*beta + (P-1)/P*M*gamma
 // plus, when N is not a power of two, 2*alpha + 2*M*beta + M*gamma for the folding
-// (MPICH's: rank 2i hands its vector to rank 2i+1 and gets the result back).
+// (MPICH's: rank 2i hands its vector to rank 2i+1 and gets the result back). In a memory
+// space (Memory, algorithm/memory.hpp) the same messages carry the same bits, gamma is a
+// kernel's, and (log2(P)+2)*sigma is added for the space synchronizations (before the first
+// send, after each step's combines and after the finish); scratch is then half the vector
+// (the whole vector on a rank that absorbs a folded neighbour).
 //
 // Preconditions: any N >= 1 and any count (odd, zero, smaller than N); blocks may be empty.
 // Each element is combined and finished (e.g. averaged) by exactly one rank and then
-// copied, so every rank ends with bitwise identical data.
+// copied, so every rank ends with bitwise identical data, whatever memory each rank's plan
+// uses.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +26,7 @@
 
 #include <gradsync/algorithm/adasum_recursive_halving.hpp>
 #include <gradsync/algorithm/exchange.hpp>
+#include <gradsync/algorithm/memory.hpp>
 #include <gradsync/algorithm/schedule.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/layout.hpp>
@@ -29,69 +35,79 @@
 
 namespace gradsync {
 
-template <element T, communicator C>
+template <element T, communicator C, class Memory = host_memory>
 class recursive_halving_plan;
 
 struct recursive_halving {
     static constexpr std::uint32_t code = 2;
     static constexpr const char* name = "recursive_halving";
-    // The plan for element type T over communicator C with policy P.
-    template <element T, communicator C, class P>
-    using plan = std::conditional_t<is_adasum<P>, adasum_recursive_halving_plan<T, C>, recursive_halving_plan<T, C>>;
+    // The plan for element type T over communicator C with policy P, the vector in Memory
+    // (Adasum's plan: host memory only).
+    template <element T, communicator C, class P, class Memory = host_memory>
+    using plan = std::conditional_t<is_adasum<P>, adasum_recursive_halving_plan<T, C>,
+                                    recursive_halving_plan<T, C, Memory>>;
 };
 
-template <element T, communicator C>
+template <element T, communicator C, class Memory>
 class recursive_halving_plan {
 public:
     recursive_halving_plan(const C& comm, const layer_layout& layout, const recursive_halving&, const pipeline_options& pipe)
         : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), fold_(size_), plain_{eager_limit(comm), 0},
-          piped_{eager_limit(comm), pipe.segment_bytes}
+          piped_{eager_limit(comm), pipe.segment_bytes},
+          steps_(fold_.sits_out(rank_) ? std::vector<halving_step>()
+                                       : halving_schedule(fold_, fold_.virtual_rank(rank_), count_)),
+          scratch_(scratch_elems<T, Memory>(largest_combined(), pipe))
     {
-        const int v = fold_.virtual_rank(rank_);
-        if (v >= 0)
-            steps_ = halving_schedule(fold_, v, count_);
-        std::size_t largest = fold_.absorbs(rank_) ? count_ : 0;
         std::size_t requests = 0;
         if (fold_.sits_out(rank_) || fold_.absorbs(rank_))
             requests = std::max(piped_.messages<T>(count_), plain_.messages<T>(count_));
-        for (const halving_step& s : steps_) {
-            largest = std::max(largest, s.keep.size());
+        for (const halving_step& s : steps_)
             requests = std::max({requests, piped_.messages<T>(s.send.size()) + piped_.messages<T>(s.keep.size()),
                                  plain_.messages<T>(s.send.size()) + plain_.messages<T>(s.keep.size())});
-        }
-        scratch_.resize(scratch_elems<T>(largest, pipe));
         requests_.resize(requests);
     }
 
     std::size_t count() const noexcept { return count_; }
 
     template <class Policy>
-    void run(C& comm, std::span<T> data, int tag)
+    void run(C& comm, typename Memory::template span<T> data, int tag)
     {
-        const std::span<T> none;
+        const Memory memory = Memory::of(data);
+        const std::span<T> d = Memory::elements(data), none, scratch(scratch_.data(), scratch_.size());
+        memory.synchronize(); // the caller's queued work on data ends before the first send
         if (fold_.sits_out(rank_))
-            return sit_out<T>(comm, tag, data, piped_, plain_, requests_);
+            return sit_out<T>(comm, tag, d, piped_, plain_, requests_);
         if (fold_.absorbs(rank_))
-            exchange_combine<Policy, T>(comm, tag, rank_, none, rank_ - 1, data, scratch_, piped_, requests_);
+            exchange_combine<Policy, T>(comm, tag, rank_, none, rank_ - 1, d, scratch, piped_, requests_, memory);
         for (const halving_step& s : steps_)
-            exchange_combine<Policy, T>(comm, tag, s.peer, part(data, s.send), s.peer, part(data, s.keep), scratch_,
-                                        piped_, requests_);
-        Policy::template finish<T>(steps_.empty() ? data : part(data, steps_.back().keep), size_);
+            exchange_combine<Policy, T>(comm, tag, s.peer, part(d, s.send), s.peer, part(d, s.keep), scratch, piped_,
+                                        requests_, memory);
+        memory.template finish<Policy>(steps_.empty() ? d : part(d, steps_.back().keep), size_);
+        memory.synchronize();
         for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
-            exchange<T>(comm, tag, s->peer, part(data, s->keep), s->peer, part(data, s->send), plain_, requests_);
+            exchange<T>(comm, tag, s->peer, part(d, s->keep), s->peer, part(d, s->send), plain_, requests_);
         if (fold_.absorbs(rank_))
-            exchange<T>(comm, tag, rank_ - 1, data, rank_, none, plain_, requests_);
+            exchange<T>(comm, tag, rank_ - 1, d, rank_, none, plain_, requests_);
     }
 
 private:
     static std::span<T> part(std::span<T> data, block b) { return data.subspan(b.begin, b.size()); }
+
+    // The largest block this rank combines into: the whole vector where it absorbs a neighbour.
+    std::size_t largest_combined() const noexcept
+    {
+        std::size_t largest = fold_.absorbs(rank_) ? count_ : 0;
+        for (const halving_step& s : steps_)
+            largest = std::max(largest, s.keep.size());
+        return largest;
+    }
 
     int rank_, size_;
     std::size_t count_;
     folding fold_;
     message_cut plain_, piped_;
     std::vector<halving_step> steps_;
-    std::vector<T> scratch_;
+    typename Memory::template buffer<T> scratch_;
     std::vector<typename C::request> requests_; // after scratch_: pending requests die first
 };
 

@@ -35,10 +35,6 @@
 #include <gradsync/allreduce.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/device/algorithm.hpp>
-#include <gradsync/device/automatic.hpp>
-#include <gradsync/device/recursive_doubling.hpp>
-#include <gradsync/device/recursive_halving.hpp>
-#include <gradsync/device/ring.hpp>
 #include <gradsync/device/span.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/layout.hpp>
