@@ -213,6 +213,15 @@ T narrow(A x)
         return T(x);
 }
 
+// The bits of an element as an unsigned integer of its width.
+template <class T>
+auto bits(T x)
+{
+    using U = std::conditional_t<sizeof(T) == 2, std::uint16_t,
+                                 std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
+    return std::bit_cast<U>(x);
+}
+
 inline bool same_bits(const void* a, const void* b, std::size_t bytes) noexcept
 {
     return bytes == 0 || std::memcmp(a, b, bytes) == 0;

@@ -111,14 +111,6 @@ void scaled_add_on(path p, std::span<T> out, double ca, std::span<const T> a, do
     }
 }
 
-template <class T>
-auto bits(T x)
-{
-    using U = std::conditional_t<sizeof(T) == 2, std::uint16_t,
-                                 std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
-    return std::bit_cast<U>(x);
-}
-
 // A spread of values: for fp16 any finite bit pattern (subnormals and 65504 included) and
 // now and then an Inf or a NaN when `specials`; for fp32/fp64 magnitudes 2^-20 .. 2^20.
 template <class T>
@@ -256,7 +248,7 @@ bool same_value(T got, T want)
 {
     if (std::isnan(double(want)))
         return std::isnan(double(got));
-    return bits(got) == bits(want);
+    return ref::bits(got) == ref::bits(want);
 }
 
 enum class alias { none, out_is_a, out_is_b };
@@ -293,7 +285,7 @@ std::string check_scaled_add(path p, const std::vector<T>& a0, const std::vector
     };
     for (std::size_t i = 0; i < target.size(); ++i) {
         if (i < offset || i >= offset + n) {
-            if (bits(target[i]) != bits(before[i]))
+            if (ref::bits(target[i]) != ref::bits(before[i]))
                 return where(i) + "outside the span, changed";
             continue;
         }
@@ -302,8 +294,8 @@ std::string check_scaled_add(path p, const std::vector<T>& a0, const std::vector
         for (std::size_t c = 0; c < want.count; ++c)
             if (!same_value(target[i], want.value[c]))
                 return where(i) + "a " + ref::show(a0[i]) + ", b " + ref::show(b0[i]) + ": got " +
-                    ref::show(target[i]) + " (bits " + std::to_string(bits(target[i])) + "), want " +
-                    ref::show(want.value[c]) + " (bits " + std::to_string(bits(want.value[c])) + ", conversion " +
+                    ref::show(target[i]) + " (bits " + std::to_string(ref::bits(target[i])) + "), want " +
+                    ref::show(want.value[c]) + " (bits " + std::to_string(ref::bits(want.value[c])) + ", conversion " +
                     std::to_string(c) + ")";
     }
     return "";

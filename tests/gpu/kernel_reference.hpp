@@ -6,6 +6,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -38,21 +40,13 @@ std::vector<T> values(std::uint64_t seed, std::size_t n, bool specials)
     return v;
 }
 
-template <class T>
-auto bits(T x)
-{
-    using U = std::conditional_t<sizeof(T) == 2, std::uint16_t,
-                                 std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
-    return std::bit_cast<U>(x);
-}
-
 // Index of the first element that differs (same bits, or both NaN), or -1.
 template <class T>
 long first_difference(const std::vector<T>& got, const std::vector<T>& want)
 {
     for (std::size_t i = 0; i < want.size(); ++i) {
         const bool nan = std::isnan(double(want[i]));
-        if (nan ? !std::isnan(double(got[i])) : bits(got[i]) != bits(want[i]))
+        if (nan ? !std::isnan(double(got[i])) : ref::bits(got[i]) != ref::bits(want[i]))
             return long(i);
     }
     return -1;
@@ -88,6 +82,26 @@ dot_triple triple_in_documented_order(const std::vector<T>& a, const std::vector
         level = next;
     }
     return level[0];
+}
+
+// "" when the host kernel's triple of a and b is within 1e-13 of `want` (relative to the
+// sum of |a_i b_i| for a.b, to the host's value for a.a and b.b): the host kernel adds in
+// another order, so only closeness is asked of it.
+template <class T>
+std::string close_to_host(const dot_triple& want, const std::vector<T>& a, const std::vector<T>& b)
+{
+    const dot_triple host = gradsync::kernels::triple<T>(std::span<const T>(a), std::span<const T>(b));
+    double mag = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        mag += std::fabs(double(a[i]) * double(b[i]));
+    std::string bad;
+    if (!(std::fabs(want.ab - host.ab) <= 1e-13 * mag))
+        bad += " a.b " + std::to_string(want.ab) + " against the host's " + std::to_string(host.ab);
+    if (!(std::fabs(want.aa - host.aa) <= 1e-13 * host.aa))
+        bad += " a.a " + std::to_string(want.aa) + " against the host's " + std::to_string(host.aa);
+    if (!(std::fabs(want.bb - host.bb) <= 1e-13 * host.bb))
+        bad += " b.b " + std::to_string(want.bb) + " against the host's " + std::to_string(host.bb);
+    return bad;
 }
 
 inline bool same_bits(const dot_triple& x, const dot_triple& y)
