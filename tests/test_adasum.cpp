@@ -288,8 +288,26 @@ void check_matrix_case(int n, const variant& v, const layout_case& lc, const std
     }
 }
 
+// Every algorithm's variants for N ranks.
+std::vector<variant> matrix_variants(int n)
+{
+    std::vector<variant> v{{alg::recursive_halving},
+                           {alg::recursive_doubling},
+                           {alg::ring},
+                           {.a = alg::automatic},
+                           {.a = alg::automatic, .small_thresholds = true}};
+    for (int k : {1, 2, 4})
+        if (n % k == 0)
+            v.push_back({.a = alg::hierarchical, .k = k});
+    v.push_back({.a = alg::hierarchical, .k = 0}); // local_group: one node of N ranks
+    v.push_back({.a = alg::hierarchical, .k = n % 2 == 0 ? 2 : 1, .node_sum = true});
+    return v;
+}
+
+// Every variant of every algorithm on one set of inputs per N: drawing the normal inputs costs
+// more than reducing them, so they are drawn once per N and type.
 template <class T>
-void run_matrix(std::vector<variant> (*variants_for)(int))
+void run_matrix()
 {
     for (int n = 1; n <= 16; ++n) {
         const std::vector<layout_case> cases = matrix_layouts<T>(n);
@@ -301,7 +319,7 @@ void run_matrix(std::vector<variant> (*variants_for)(int))
                     in.push_back(adaref::normal_data<T>(matrix_seed(n, c, call), r, cases[c].count));
                 inputs[c].push_back(std::move(in));
             }
-        for (const variant& v : variants_for(n)) {
+        for (const variant& v : matrix_variants(n)) {
             std::vector<case_result<T>> results;
             const std::string escaped = run_cases<T>(n, v, cases, inputs, true, results);
             {
@@ -316,56 +334,12 @@ void run_matrix(std::vector<variant> (*variants_for)(int))
     }
 }
 
-std::vector<variant> halving_variants(int) { return {{alg::recursive_halving}}; }
-std::vector<variant> doubling_variants(int) { return {{alg::recursive_doubling}}; }
-std::vector<variant> ring_variants(int) { return {{alg::ring}}; }
-std::vector<variant> automatic_variants(int)
-{
-    return {{.a = alg::automatic}, {.a = alg::automatic, .small_thresholds = true}};
-}
-std::vector<variant> hierarchical_variants(int n)
-{
-    std::vector<variant> v;
-    for (int k : {1, 2, 4})
-        if (n % k == 0)
-            v.push_back({.a = alg::hierarchical, .k = k});
-    v.push_back({.a = alg::hierarchical, .k = 0}); // local_group: one node of N ranks
-    return v;
-}
-std::vector<variant> hierarchical_sum_variants(int n)
-{
-    return {{.a = alg::hierarchical, .k = n % 2 == 0 ? 2 : 1, .node_sum = true}};
-}
-
 } // namespace
 
-#define GRADSYNC_ADASUM_MATRIX(name, variants, type, type_name)                                                        \
-    TEST_CASE("adasum matrix: " name " " type_name, "[adasum][matrix]") { run_matrix<type>(variants); }
-
-GRADSYNC_ADASUM_MATRIX("recursive_halving", halving_variants, half, "fp16")
-GRADSYNC_ADASUM_MATRIX("recursive_halving", halving_variants, gradsync::bfloat16, "bf16")
-GRADSYNC_ADASUM_MATRIX("recursive_halving", halving_variants, float, "fp32")
-GRADSYNC_ADASUM_MATRIX("recursive_halving", halving_variants, double, "fp64")
-GRADSYNC_ADASUM_MATRIX("recursive_doubling", doubling_variants, half, "fp16")
-GRADSYNC_ADASUM_MATRIX("recursive_doubling", doubling_variants, gradsync::bfloat16, "bf16")
-GRADSYNC_ADASUM_MATRIX("recursive_doubling", doubling_variants, float, "fp32")
-GRADSYNC_ADASUM_MATRIX("recursive_doubling", doubling_variants, double, "fp64")
-GRADSYNC_ADASUM_MATRIX("ring", ring_variants, half, "fp16")
-GRADSYNC_ADASUM_MATRIX("ring", ring_variants, gradsync::bfloat16, "bf16")
-GRADSYNC_ADASUM_MATRIX("ring", ring_variants, float, "fp32")
-GRADSYNC_ADASUM_MATRIX("ring", ring_variants, double, "fp64")
-GRADSYNC_ADASUM_MATRIX("automatic", automatic_variants, half, "fp16")
-GRADSYNC_ADASUM_MATRIX("automatic", automatic_variants, gradsync::bfloat16, "bf16")
-GRADSYNC_ADASUM_MATRIX("automatic", automatic_variants, float, "fp32")
-GRADSYNC_ADASUM_MATRIX("automatic", automatic_variants, double, "fp64")
-GRADSYNC_ADASUM_MATRIX("hierarchical (ranks_per_node 1, 2, 4, 0)", hierarchical_variants, half, "fp16")
-GRADSYNC_ADASUM_MATRIX("hierarchical (ranks_per_node 1, 2, 4, 0)", hierarchical_variants, gradsync::bfloat16, "bf16")
-GRADSYNC_ADASUM_MATRIX("hierarchical (ranks_per_node 1, 2, 4, 0)", hierarchical_variants, float, "fp32")
-GRADSYNC_ADASUM_MATRIX("hierarchical (ranks_per_node 1, 2, 4, 0)", hierarchical_variants, double, "fp64")
-GRADSYNC_ADASUM_MATRIX("hierarchical node sum (ranks_per_node 2)", hierarchical_sum_variants, half, "fp16")
-GRADSYNC_ADASUM_MATRIX("hierarchical node sum (ranks_per_node 2)", hierarchical_sum_variants, gradsync::bfloat16, "bf16")
-GRADSYNC_ADASUM_MATRIX("hierarchical node sum (ranks_per_node 2)", hierarchical_sum_variants, float, "fp32")
-GRADSYNC_ADASUM_MATRIX("hierarchical node sum (ranks_per_node 2)", hierarchical_sum_variants, double, "fp64")
+TEST_CASE("adasum matrix: every algorithm in fp16", "[adasum][matrix]") { run_matrix<half>(); }
+TEST_CASE("adasum matrix: every algorithm in bf16", "[adasum][matrix]") { run_matrix<gradsync::bfloat16>(); }
+TEST_CASE("adasum matrix: every algorithm in fp32", "[adasum][matrix]") { run_matrix<float>(); }
+TEST_CASE("adasum matrix: every algorithm in fp64", "[adasum][matrix]") { run_matrix<double>(); }
 
 // ---------------------------------------------------------------------------------------
 // Horovod's scenarios.
