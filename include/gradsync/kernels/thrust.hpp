@@ -126,31 +126,38 @@ struct ops {
 
 // 16-bit types: CUDA's conversions under nvcc (host and device), gradsync's elsewhere; all
 // round to nearest even.
-template <>
-struct ops<half_k> {
+template <class K>
+struct ops16 {
     using acc = float;
+    GRADSYNC_HD static float widen(K x)
+    {
 #if defined(__CUDACC__)
-    GRADSYNC_HD static float widen(half_k x) { return __half2float(x); }
-    GRADSYNC_HD static half_k narrow(float x) { return __float2half_rn(x); }
+        if constexpr (std::is_same_v<K, half_k>)
+            return __half2float(x);
+        else
+            return __bfloat162float(x);
 #else
-    static float widen(half_k x) { return float(x); }
-    static half_k narrow(float x) { return half_k(x); }
+        return float(x);
 #endif
-    GRADSYNC_HD static half_k from_double(double x) { return narrow(to_float_odd(x)); }
+    }
+    GRADSYNC_HD static K narrow(float x)
+    {
+#if defined(__CUDACC__)
+        if constexpr (std::is_same_v<K, half_k>)
+            return __float2half_rn(x);
+        else
+            return __float2bfloat16_rn(x);
+#else
+        return K(x);
+#endif
+    }
+    GRADSYNC_HD static K from_double(double x) { return narrow(to_float_odd(x)); }
 };
 
 template <>
-struct ops<bfloat16_k> {
-    using acc = float;
-#if defined(__CUDACC__)
-    GRADSYNC_HD static float widen(bfloat16_k x) { return __bfloat162float(x); }
-    GRADSYNC_HD static bfloat16_k narrow(float x) { return __float2bfloat16_rn(x); }
-#else
-    static float widen(bfloat16_k x) { return float(x); }
-    static bfloat16_k narrow(float x) { return bfloat16_k(x); }
-#endif
-    GRADSYNC_HD static bfloat16_k from_double(double x) { return narrow(to_float_odd(x)); }
-};
+struct ops<half_k> : ops16<half_k> {};
+template <>
+struct ops<bfloat16_k> : ops16<bfloat16_k> {};
 
 template <class K>
 struct add_op {
