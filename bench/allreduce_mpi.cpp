@@ -2,7 +2,7 @@
 //   mpiexec -n 2 bench_allreduce_mpi          gradsync's persistent reducer (Sum, each
 //       algorithm) against MPI_Allreduce(MPI_IN_PLACE, ..., MPI_SUM), 4 KiB ... 256 MiB;
 //   mpiexec -n 2 bench_allreduce_mpi adasum   Adasum against Sum on the same algorithm and
-//       layout (16 layers), 64 KiB ... 64 MiB.
+//       layout (GRADSYNC_BENCH_LAYERS near-equal layers, 16 by default), 64 KiB ... 64 MiB.
 // Rank 0 reports; every side is registered once per repetition, repetitions outermost, so
 // the sides interleave in time. The closing tables give medians, algbw, busbw and ratios.
 #include <gradsync/comm/mpi.hpp>
@@ -24,12 +24,14 @@ namespace {
 std::vector<float> buffer;
 std::unique_ptr<gradsync::mpi_communicator> comm;
 
-// 16 near-equal layers: Adasum works per layer, Sum ignores the layout.
+int layer_count = 16;
+
+// Near-equal layers: Adasum works per layer, Sum ignores the layout.
 std::vector<std::size_t> layers_of(std::size_t count)
 {
     std::vector<std::size_t> layers;
-    for (int l = 0; l < 16; ++l)
-        layers.push_back(gradsync::block_of(count, 16, l).size());
+    for (int l = 0; l < layer_count; ++l)
+        layers.push_back(gradsync::block_of(count, layer_count, l).size());
     return layers;
 }
 
@@ -80,6 +82,8 @@ int main(int argc, char** argv)
         comm = std::make_unique<gradsync::mpi_communicator>(MPI_COMM_WORLD);
         const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
         const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 5;
+        if (const char* layers_env = std::getenv("GRADSYNC_BENCH_LAYERS"))
+            layer_count = std::max(1, std::atoi(layers_env));
         const bool adasum = argc > 1 && std::string(argv[1]) == "adasum";
         if (adasum)
             argv[1] = argv[0], --argc, ++argv;
@@ -124,7 +128,7 @@ int main(int argc, char** argv)
             const double bus = 2.0 * (size - 1) / size;
             if (adasum) {
                 for (std::size_t i = 0; i < sides.size(); i += 2) {
-                    std::printf("\n%d ranks, fp32, 16 layers, Adasum against Sum", size);
+                    std::printf("\n%d ranks, fp32, %d layers, Adasum against Sum", size, layer_count);
                     table.print({sides[i].first, sides[i + 1].first}, sides[i].first, sizes, bus);
                 }
             } else {

@@ -2,6 +2,7 @@
 // offsets, and a fingerprint that ranks compare to agree on the layout without sending it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -38,6 +39,19 @@ public:
     std::span<const std::size_t> sizes() const noexcept { return sizes_; }
     // layers() + 1 offsets, the last being total().
     std::span<const std::size_t> offsets() const noexcept { return offsets_; }
+
+    // Calls f(layer, begin, end) for every layer that meets positions [lo, hi), in layer
+    // order, with [begin, end) the (non-empty) intersection.
+    template <class F>
+    void for_each_part(std::size_t lo, std::size_t hi, F f) const
+    {
+        std::size_t l = std::size_t(std::upper_bound(offsets_.begin(), offsets_.end(), lo) - offsets_.begin());
+        for (l = l ? l - 1 : 0; l < layers() && offset(l) < hi; ++l) {
+            const std::size_t begin = std::max(offset(l), lo), end = std::min(offset(l) + size(l), hi);
+            if (begin < end)
+                f(l, begin, end);
+        }
+    }
 
     // FNV-1a over the sizes: equal layouts give equal fingerprints on every rank.
     std::uint64_t fingerprint() const noexcept

@@ -214,14 +214,9 @@ private:
     template <class F>
     void for_each_layer_part(block r, F f) const
     {
-        const std::size_t lo = range_.begin + r.begin, hi = range_.begin + r.end;
-        const auto offsets = layout_.offsets();
-        std::size_t l = std::size_t(std::upper_bound(offsets.begin(), offsets.end(), lo) - offsets.begin());
-        for (l = l ? l - 1 : 0; l < layout_.layers() && layout_.offset(l) < hi; ++l) {
-            const std::size_t b = std::max(layout_.offset(l), lo), e = std::min(layout_.offset(l) + layout_.size(l), hi);
-            if (b < e)
-                f(l, block{b - range_.begin, e - range_.begin});
-        }
+        const std::size_t base = range_.begin;
+        layout_.for_each_part(base + r.begin, base + r.end,
+                              [&](std::size_t l, std::size_t b, std::size_t e) { f(l, block{b - base, e - base}); });
     }
 
     static block shift(block b, std::size_t by) noexcept { return {b.begin - by, b.end - by}; }

@@ -1,19 +1,25 @@
-// Adasum as a chain around the ring, the Adasum plan of the ring tag (DESIGN.md section 3):
+// Adasum as a chain per layer, the Adasum plan of the ring tag (DESIGN.md section 3):
 // layer j starts at rank s = j mod N and is combined along s, s+1, ..., s+N-1:
-//   A(...A(A(g(s), g(s+1)), g(s+2))..., g(s+N-1)),
-// then the last rank of the chain sends the result on around the ring to the others.
+//   A(...A(A(g(s), g(s+1)), g(s+2))..., g(s+N-1)).
 //
-// All layers move in lockstep: at time step t (2N-2 of them) every layer makes one hop, so
-// with rotating starters every rank sends and receives in every step and all links are
-// busy once there are N or more layers. A rank combines a received layer as soon as it has
-// arrived, while the rest of the step's messages are still in flight.
+// The chains are computed spread over the elements, not passed from rank to rank: rank r
+// owns slice r of the buffer (block_of, as in the ring's Sum). An all-to-all (N-1 pairwise
+// exchanges, with ranks r+i and r-i at step i) brings it slice r of every other rank's
+// gradient. Then it runs the N-1 links of every layer's chain on its slice; at link k the
+// partial triples [acc.g, acc.acc, g.g] of every layer (g = g(s+k)) are summed over all
+// ranks (recursive doubling of 3 doubles per layer, so every rank holds the same sums)
+// before the coefficients are applied. Finally the slices go around the ring (allgather).
+// The messages depend on N and the buffer, never on the layout, so many small layers cost
+// no more messages than one large one, and every rank computes 1/N of every chain.
 //
-// Cost (M bytes per rank spread over L >= N layers, gamma' per byte of triple plus scaled
-// add):  2*(N-1)*alpha + 2*(N-1)/N*M*beta + (N-1)/N*M*gamma'   (balanced layers; a
-// step lasts as long as its largest layer, so one dominant layer serializes the chain).
+// Cost (N ranks, M bytes per rank, L layers, gamma' per byte of triple plus scaled add,
+// R = the recursive-doubling steps for N):
+//   2*(N-1)*alpha + 2*(N-1)/N*M*beta + (N-1)/N*M*gamma' + (N-1)*R*(alpha + 24*L*beta)
+// Scratch: the other ranks' copies of this rank's slice, (N-1)/N of the buffer.
 //
-// Preconditions: any N, count and layout. Each layer's result is computed by one rank and
-// copied, so every rank ends with identical bits.
+// Preconditions: any N, count and layout (empty and one-element layers, layers across
+// slices). Each element is computed by its slice's owner and then copied, and the triple
+// sums are equal on every rank, so all ranks end with identical bits.
 #pragma once
 
 #include <algorithm>
@@ -22,9 +28,13 @@
 #include <vector>
 
 #include <gradsync/algorithm/exchange.hpp>
+#include <gradsync/algorithm/recursive_doubling.hpp>
+#include <gradsync/algorithm/schedule.hpp>
 #include <gradsync/communicator.hpp>
+#include <gradsync/kernels/host.hpp>
 #include <gradsync/layout.hpp>
 #include <gradsync/policy/adasum.hpp>
+#include <gradsync/policy/sum.hpp>
 #include <gradsync/types.hpp>
 
 namespace gradsync {
@@ -33,40 +43,13 @@ template <element T, communicator C>
 class adasum_ring_plan {
 public:
     template <class Tag>
-    adasum_ring_plan(const C& comm, const layer_layout& layout, const Tag&, const pipeline_options&)
-        : rank_(comm.rank()), size_(comm.size()), layout_(layout), cut_{eager_limit(comm), 0}
+    adasum_ring_plan(const C& comm, const layer_layout& layout, const Tag&, const pipeline_options& pipe)
+        : rank_(comm.rank()), size_(comm.size()), layout_(layout), cut_{eager_limit(comm), 0},
+          mine_(slice(rank_)), triples_(3 * layout.layers()),
+          triple_sum_(comm, layer_layout(triples_.size(), {}), recursive_doubling{}, pipe),
+          scratch_(std::size_t(size_ - 1) * mine_.size()),
+          requests_(2 * cut_.messages<T>(slice(0).size())) // slice 0 is never smaller
     {
-        const int n = size_, steps = 2 * n - 2;
-        std::vector<std::vector<event>> by_step(std::size_t(std::max(steps, 0)));
-        for (std::size_t l = 0; l < layout.layers(); ++l) {
-            const int p = (rank_ - int(l % std::size_t(n)) + n) % n; // position in layer l's chain
-            if (p >= 1)
-                by_step[std::size_t(p - 1)].push_back({l, event::combine});
-            if (p <= n - 2)
-                by_step[std::size_t(p)].push_back({l, event::send});
-            if (p != n - 2 && n > 1)
-                by_step[std::size_t(n - 1 + (p + 1) % n)].push_back({l, event::send});
-            if (p <= n - 2)
-                by_step[std::size_t(n - 1 + p)].push_back({l, event::receive});
-        }
-        std::size_t scratch = 0, requests = 0;
-        for (auto& events : by_step) {
-            // Receives first, then sends, each in layer order: the order the neighbours use.
-            std::stable_partition(events.begin(), events.end(), [](const event& e) { return e.kind != event::send; });
-            std::size_t bytes = 0, messages = 0;
-            for (const event& e : events) {
-                if (e.kind == event::combine)
-                    bytes += layout.size(e.layer);
-                messages += cut_.messages<T>(layout.size(e.layer));
-            }
-            scratch = std::max(scratch, bytes);
-            requests = std::max(requests, messages);
-            step_begin_.push_back(events_.size());
-            events_.insert(events_.end(), events.begin(), events.end());
-        }
-        step_begin_.push_back(events_.size());
-        scratch_.resize(scratch);
-        requests_.resize(requests);
     }
 
     std::size_t count() const noexcept { return layout_.total(); }
@@ -74,57 +57,76 @@ public:
     template <class Policy>
     void run(C& comm, std::span<T> data, int tag)
     {
-        const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-        for (std::size_t t = 0; t + 1 < step_begin_.size(); ++t) {
-            const auto first = events_.begin() + std::ptrdiff_t(step_begin_[t]);
-            const auto last = events_.begin() + std::ptrdiff_t(step_begin_[t + 1]);
-            std::size_t k = 0, offset = 0;
-            for (auto e = first; e != last; ++e) {
-                const std::span<T> target = e->kind == event::combine ? received(offset, e->layer) : layer(data, e->layer);
-                if (e->kind == event::combine)
-                    offset += target.size();
-                k = post(comm, e->kind == event::send, target, e->kind == event::send ? right : left, tag, k);
-            }
-            std::size_t r = 0;
-            offset = 0;
-            for (auto e = first; e != last && e->kind != event::send; ++e) {
-                for (std::size_t m = cut_.messages<T>(layout_.size(e->layer)); m > 0; --m)
-                    comm.wait(requests_[r++]);
-                if (e->kind == event::combine) {
-                    const std::span<T> acc = received(offset, e->layer);
-                    offset += acc.size();
-                    adasum::combine_layer<T>(layer(data, e->layer), acc, layer(data, e->layer));
-                }
-            }
-            for (; r < k; ++r)
-                comm.wait(requests_[r]);
+        const int n = size_;
+        for (int i = 1; i < n; ++i) {
+            const int to = (rank_ + i) % n, from = (rank_ + n - i) % n;
+            exchange<T>(comm, tag, to, part(data, slice(to)), from, copy_of(from), cut_, requests_);
         }
+        for (int k = 1; k < n; ++k)
+            link(comm, data, tag, k);
+        const int right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
+        for (int s = 0; s + 1 < n; ++s)
+            exchange<T>(comm, tag, right, part(data, slice(rank_ - s)), left, part(data, slice(rank_ - s - 1)), cut_,
+                        requests_);
     }
 
 private:
-    struct event {
-        std::size_t layer;
-        enum kind_t { combine, receive, send } kind; // combine: receive the chain so far, then combine
-    };
-
-    std::size_t post(C& comm, bool send, std::span<T> block, int peer, int tag, std::size_t k)
+    // Link k of every layer's chain on this rank's slice: acc = A(acc, g(s + k)). The chain
+    // so far lives where its first gradient does (data when s is this rank, else the copy
+    // from rank s); the last link writes into data, whose own gradient is no longer needed
+    // then (or is the link's second operand, which scaled_add may overwrite).
+    void link(C& comm, std::span<T> data, int tag, int k)
     {
-        const std::size_t seg = cut_.elems<T>(block.size());
-        for (std::size_t i = 0; i < block.size(); i += seg) {
-            const std::span<T> piece = block.subspan(i, std::min(seg, block.size() - i));
-            requests_[k++] = send ? isend(comm, std::span<const T>(piece), peer, tag) : irecv(comm, piece, peer, tag);
-        }
-        return k;
+        std::fill(triples_.begin(), triples_.end(), 0.0);
+        for_each_layer_part([&](std::size_t l, block b) {
+            const kernels::dot_triple t = kernels::triple<T>(operand(data, chain_start(l), b),
+                                                             operand(data, chain_start(l) + k, b));
+            triples_[3 * l] = t.ab;
+            triples_[3 * l + 1] = t.aa;
+            triples_[3 * l + 2] = t.bb;
+        });
+        triple_sum_.template run<sum>(comm, std::span<double>(triples_), tag);
+        for_each_layer_part([&](std::size_t l, block b) {
+            const adasum::coefficients c = adasum::from({triples_[3 * l], triples_[3 * l + 1], triples_[3 * l + 2]});
+            const std::span<T> acc = operand(data, chain_start(l), b);
+            kernels::scaled_add<T>(k + 1 == size_ ? part(data, b) : acc, c.a, acc, c.b,
+                                   operand(data, chain_start(l) + k, b));
+        });
     }
 
-    std::span<T> received(std::size_t offset, std::size_t l) { return std::span<T>(scratch_).subspan(offset, layout_.size(l)); }
-    std::span<T> layer(std::span<T> v, std::size_t l) const { return v.subspan(layout_.offset(l), layout_.size(l)); }
+    // Calls f(layer, part) for every layer that meets this rank's slice, part the
+    // intersection (positions in the buffer).
+    template <class F>
+    void for_each_layer_part(F f) const
+    {
+        layout_.for_each_part(mine_.begin, mine_.end, [&](std::size_t l, std::size_t b, std::size_t e) { f(l, block{b, e}); });
+    }
+
+    int chain_start(std::size_t l) const noexcept { return int(l % std::size_t(size_)); }
+
+    // Rank q's gradient (or chain) on part b of this rank's slice.
+    std::span<T> operand(std::span<T> data, int q, block b)
+    {
+        q %= size_;
+        return q == rank_ ? part(data, b) : copy_of(q).subspan(b.begin - mine_.begin, b.size());
+    }
+
+    // Where rank q's copy of this rank's slice is received.
+    std::span<T> copy_of(int q)
+    {
+        const std::size_t slot = std::size_t((q - rank_ + size_) % size_ - 1);
+        return std::span<T>(scratch_).subspan(slot * mine_.size(), mine_.size());
+    }
+
+    block slice(int q) const noexcept { return block_of(layout_.total(), size_, ((q % size_) + size_) % size_); }
+    static std::span<T> part(std::span<T> data, block b) { return data.subspan(b.begin, b.size()); }
 
     int rank_, size_;
     layer_layout layout_;
     message_cut cut_;
-    std::vector<event> events_;          // per step: receives then sends, each in layer order
-    std::vector<std::size_t> step_begin_; // events_ index where each step starts
+    block mine_;
+    std::vector<double> triples_; // [a.b, a.a, b.b] per layer, this rank's part, then summed
+    recursive_doubling_plan<double, C> triple_sum_;
     std::vector<T> scratch_;
     std::vector<typename C::request> requests_; // after scratch_: pending requests die first
 };
