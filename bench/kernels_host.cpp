@@ -4,6 +4,7 @@
 // Sides interleave by repetition (GRADSYNC_BENCH_REPS=3 by default); the closing tables
 // give medians and ratio = memcpy time / kernel time.
 #include <gradsync/kernels/host.hpp>
+#include <gradsync/kernels/host_adasum.hpp>
 
 #include <cstdlib>
 #include <cstring>

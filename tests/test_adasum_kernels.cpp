@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <gradsync/kernels/host.hpp>
+#include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/types.hpp>
 

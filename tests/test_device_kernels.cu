@@ -15,6 +15,7 @@
 
 #include <gradsync/device/cuda.hpp>
 #include <gradsync/kernels/host.hpp>
+#include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/kernels/thrust.hpp>
 
 #include "gpu/kernel_reference.hpp"

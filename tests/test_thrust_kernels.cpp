@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <gradsync/kernels/host.hpp>
+#include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/kernels/thrust.hpp>
 
 #include "gpu/kernel_reference.hpp"

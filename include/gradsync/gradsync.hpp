@@ -19,6 +19,7 @@
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/kernels/host.hpp>
+#include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/layout.hpp>
 #include <gradsync/planner.hpp>
 #include <gradsync/policy/adasum.hpp>

@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <gradsync/kernels/host.hpp>
+#include <gradsync/kernels/host_adasum.hpp>
 
 #include "../reference.hpp"
 

@@ -36,7 +36,7 @@
 #include <gradsync/algorithm/exchange.hpp>
 #include <gradsync/algorithm/schedule.hpp>
 #include <gradsync/communicator.hpp>
-#include <gradsync/kernels/host.hpp>
+#include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/layout.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/types.hpp>

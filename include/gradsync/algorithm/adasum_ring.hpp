@@ -31,7 +31,7 @@
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/schedule.hpp>
 #include <gradsync/communicator.hpp>
-#include <gradsync/kernels/host.hpp>
+#include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/layout.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/policy/sum.hpp>

@@ -1,6 +1,7 @@
-// Kernels through Thrust: the host kernels' arithmetic (kernels/host.hpp) on any Thrust
-// execution policy, so one source runs on a CUDA stream (thrust::cuda::par_nosync.on(s),
-// under nvcc) and on the CPU (thrust::omp::par, thrust::tbb::par, thrust::cpp::par).
+// Kernels through Thrust: the host kernels' arithmetic (kernels/host.hpp and
+// kernels/host_adasum.hpp) on any Thrust execution policy, so one source runs on a CUDA
+// stream (thrust::cuda::par_nosync.on(s), under nvcc) and on the CPU (thrust::omp::par,
+// thrust::tbb::par, thrust::cpp::par).
 //
 //   add(exec, acc, in)                   acc[i] = acc[i] + in[i]
 //   scale(exec, x, f)                    x[i] = x[i] * f
@@ -46,6 +47,7 @@
 
 #include <gradsync/error.hpp>
 #include <gradsync/kernels/host.hpp>
+#include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/types.hpp>
 
 #if defined(__CUDACC__)

@@ -18,7 +18,7 @@
 #include <span>
 #include <type_traits>
 
-#include <gradsync/kernels/host.hpp>
+#include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/types.hpp>
 
 namespace gradsync {
