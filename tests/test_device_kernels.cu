@@ -4,7 +4,8 @@
 //    Inf and NaN among the inputs, out aliasing a or b, lengths 0 .. 2^24+3;
 //  - triple bit for bit against the documented order, hence the same bits as the CPU back
 //    ends (test_thrust_kernels), on every repetition, up to 2^26+3 elements (four levels of
-//    partials), and within 1e-13 of the host kernel; NaN propagates.
+//    partials); it and the host kernel each within Higham's rounding bound of the exact
+//    triple; NaN propagates.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>

@@ -3,8 +3,8 @@
 //  - add, scale and scaled_add bit for bit (NaN: NaN) for fp16, bf16, fp32 and fp64, with
 //    Inf and NaN among the inputs, out aliasing a or b, and guard elements past the span;
 //  - triple bit for bit against a plain loop of the order the header documents (level-1
-//    lanes of stride ceil(n/256), then lanes of stride ceil(L/64)), and within 1e-13 of the
-//    host kernel (relative to sum |x y| for a.b); the same bits on every back end, thread
+//    lanes of stride ceil(n/256), then lanes of stride ceil(L/64)); it and the host kernel
+//    each within Higham's rounding bound of the exact triple; the same bits on every back end, thread
 //    count and repetition; NaN and Inf propagate;
 //  - lengths 0, 1, 7, 255..257, 1000, 16385 and 1048587 (one to four levels of partials);
 //  - operands of different sizes and a short workspace are usage_errors.
