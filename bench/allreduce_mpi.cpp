@@ -88,7 +88,9 @@ int main(int argc, char** argv)
         if (adasum)
             argv[1] = argv[0], --argc, ++argv;
         std::vector<std::size_t> sizes;
-        for (std::size_t b = adasum ? 65536 : 4096; b <= (std::size_t(adasum ? 64 : 256) << 20); b *= 4)
+        // Sum: steps of 2 up to 16 MiB, where the transport's protocols change, then of 4.
+        for (std::size_t b = adasum ? 65536 : 4096; b <= (std::size_t(adasum ? 64 : 256) << 20);
+             b *= !adasum && b < (std::size_t(16) << 20) ? 2 : 4)
             sizes.push_back(b);
         buffer.assign(sizes.back() / sizeof(float), 0.0f);
         for (std::size_t i = 0; i < buffer.size(); ++i)

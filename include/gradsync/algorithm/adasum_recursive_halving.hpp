@@ -145,12 +145,12 @@ private:
         auto receive = [&](std::size_t j) {
             return irecv(comm, theirs.subspan(j * seg_in, std::min(seg_in, keep.size() - j * seg_in)), s.peer(), tag);
         };
-        for (std::size_t j = 0; j < window; ++j)
-            requests_[j] = receive(j);
-        std::size_t k = window;
+        std::size_t k = window; // sends first, as exchange() says why
         for (std::size_t i = 0; i < send.size(); i += seg_out)
             requests_[k++] = isend(comm, std::span<const T>(send.subspan(i, std::min(seg_out, send.size() - i))),
                                    s.peer(), tag);
+        for (std::size_t j = 0; j < window; ++j)
+            requests_[j] = receive(j);
         std::fill(triples_.begin(), triples_.end(), 0.0);
         for (std::size_t j = 0; j < n_in; ++j) {
             comm.wait(requests_[j % window]);

@@ -75,17 +75,20 @@ std::size_t scratch_elems(std::size_t max_block, const pipeline_options& p) noex
 }
 
 // Sends `out` to `to` while receiving `in` from `from`. Needs cut.messages(in.size()) +
-// cut.messages(out.size()) requests.
+// cut.messages(out.size()) requests. The sends are posted first: under Open MPI's shared
+// memory transport, receives posted before the partner's sends had arrived left both
+// directions' copies to one rank's core now and then (a 2-rank allgather of 4 MiB took
+// 920 µs instead of 470).
 template <class T, communicator C>
 void exchange(C& comm, int tag, int to, std::span<const T> out, int from, std::span<T> in, const message_cut& cut,
               std::span<typename C::request> reqs)
 {
     const std::size_t seg_in = cut.elems<T>(in.size()), seg_out = cut.elems<T>(out.size());
     std::size_t k = 0;
-    for (std::size_t i = 0; i < in.size(); i += seg_in)
-        reqs[k++] = irecv(comm, in.subspan(i, std::min(seg_in, in.size() - i)), from, tag);
     for (std::size_t i = 0; i < out.size(); i += seg_out)
         reqs[k++] = isend(comm, out.subspan(i, std::min(seg_out, out.size() - i)), to, tag);
+    for (std::size_t i = 0; i < in.size(); i += seg_in)
+        reqs[k++] = irecv(comm, in.subspan(i, std::min(seg_in, in.size() - i)), from, tag);
     for (std::size_t i = 0; i < k; ++i)
         comm.wait(reqs[i]);
 }
@@ -100,9 +103,9 @@ void sit_out(C& comm, int tag, std::span<T> data, const message_cut& out, const 
     exchange<T>(comm, tag, comm.rank(), {}, comm.rank() + 1, data, back, reqs);
 }
 
-// Sends `out` to `to` while receiving a block of acc.size() elements from `from` and
-// combining it into acc message by message (memory.combine<Policy>(acc_piece,
-// received_piece)). scratch: scratch_elems<T, Memory>() of the largest block; requests as
+// Sends `out` to `to` (sends first, as exchange() says why) while receiving a block of
+// acc.size() elements from `from` and combining it into acc message by message
+// (memory.combine<Policy>(acc_piece, received_piece)). scratch: scratch_elems<T, Memory>() of the largest block; requests as
 // for exchange().
 template <class Policy, class T, communicator C, class Memory = host_memory>
 void exchange_combine(C& comm, int tag, int to, std::span<const T> out, int from, std::span<T> acc,
@@ -116,11 +119,11 @@ void exchange_combine(C& comm, int tag, int to, std::span<const T> out, int from
     auto piece = [&](std::size_t j) { return std::min(seg_in, acc.size() - j * seg_in); };
     auto slot = [&](std::size_t j) { return scratch.subspan((j % slots) * seg_in, piece(j)); };
 
-    for (std::size_t j = 0; j < slots; ++j)
-        reqs[j] = irecv(comm, slot(j), from, tag);
     std::size_t k = slots;
     for (std::size_t i = 0; i < out.size(); i += seg_out)
         reqs[k++] = isend(comm, out.subspan(i, std::min(seg_out, out.size() - i)), to, tag);
+    for (std::size_t j = 0; j < slots; ++j)
+        reqs[j] = irecv(comm, slot(j), from, tag);
     for (std::size_t j = 0; j < n_in; ++j) {
         comm.wait(reqs[j % slots]);
         memory.template combine<Policy>(acc.subspan(j * seg_in, piece(j)), std::span<const T>(slot(j)));
