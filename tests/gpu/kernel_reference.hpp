@@ -146,8 +146,8 @@ inline double documented_order_depth(std::size_t n)
     return depth;
 }
 
-// "" when `got` is within higham_gamma(depth) * sum |t_i| of the exact triple, per component; else
-// what is off, and by how much.
+// "" when `got` is within higham_gamma(depth) * sum |t_i| of the exact triple, per
+// component; else what is off, and by how much.
 inline std::string within_bound(const char* what, const dot_triple& got, const exact_triple& exact, double depth)
 {
     std::string bad;

@@ -76,9 +76,9 @@ std::size_t scratch_elems(std::size_t max_block, const pipeline_options& p) noex
 
 // Sends `out` to `to` while receiving `in` from `from`. Needs cut.messages(in.size()) +
 // cut.messages(out.size()) requests. The sends are posted first: under Open MPI's shared
-// memory transport, receives posted before the partner's sends had arrived left both
-// directions' copies to one rank's core now and then (a 2-rank allgather of 4 MiB took
-// 920 µs instead of 470).
+// memory transport, receives posted before the partner's sends had arrived now and then
+// made an exchange take twice as long, as if one core made both directions' copies (a
+// 2-rank allgather of 4 MiB halves took 920 µs instead of 470).
 template <class T, communicator C>
 void exchange(C& comm, int tag, int to, std::span<const T> out, int from, std::span<T> in, const message_cut& cut,
               std::span<typename C::request> reqs)
@@ -105,8 +105,8 @@ void sit_out(C& comm, int tag, std::span<T> data, const message_cut& out, const 
 
 // Sends `out` to `to` (sends first, as exchange() says why) while receiving a block of
 // acc.size() elements from `from` and combining it into acc message by message
-// (memory.combine<Policy>(acc_piece, received_piece)). scratch: scratch_elems<T, Memory>() of the largest block; requests as
-// for exchange().
+// (memory.combine<Policy>(acc_piece, received_piece)). scratch: scratch_elems<T, Memory>()
+// of the largest block; requests as for exchange().
 template <class Policy, class T, communicator C, class Memory = host_memory>
 void exchange_combine(C& comm, int tag, int to, std::span<const T> out, int from, std::span<T> acc,
                       std::span<T> scratch, const message_cut& cut, std::span<typename C::request> reqs,
