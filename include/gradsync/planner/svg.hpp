@@ -5,8 +5,8 @@
 //   between them a bar per group spanning the compute of the layers it merges, in the
 //   group's colour (the layer boxes share it), so merged groups visibly span layers;
 //   a dashed line at the predicted time, a time axis with ticks, and a legend.
-// Every box carries a tooltip (<title>). Text is escaped for XML; bytes that are not valid
-// UTF-8 and control characters become U+FFFD. Cost O(L).
+// Every box carries a tooltip (an SVG title element). Text is escaped for XML; bytes that
+// are not valid UTF-8 and control characters become U+FFFD. Cost O(L).
 #pragma once
 
 #include <algorithm>
