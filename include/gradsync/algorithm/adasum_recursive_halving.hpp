@@ -139,7 +139,7 @@ private:
         const block all{0, data.size()};
         for_each_layer_part(all, [&](std::size_t l, block b) { add_triple(l, kernels::triple<T>(part(lower, b), part(data, b))); });
         complete(std::span<double>(triples_));
-        for_each_layer_part(all, [&](std::size_t l, block) { apply_layer(l, all, data, lower, false); });
+        for_each_layer_part(all, [&](std::size_t l, block b) { apply_layer(l, b, all, data, lower, false); });
     }
 
     template <class Complete>
@@ -172,8 +172,8 @@ private:
             for_each_layer_part(seg, [&](std::size_t l, block b) {
                 const std::span<const T> mine = part(data, b), other = part(theirs, shift(b, keep.begin));
                 add_triple(l, s.low ? kernels::triple(mine, other) : kernels::triple(other, mine));
-                if (s.early && inside(l, keep) && range_.begin + b.end == layout_.offset(l) + layout_.size(l))
-                    apply_layer(l, keep, data, theirs, s.low);
+                if (s.early && inside(l, keep) && b.end == layer_part(l).end)
+                    apply_layer(l, layer_part(l), keep, data, theirs, s.low);
             });
         }
         for (std::size_t j = window; j < k; ++j)
@@ -185,10 +185,16 @@ private:
                 triples_[i] += received_[i];
         }
         complete(std::span<double>(triples_));
-        for_each_layer_part(keep, [&](std::size_t l, block) {
+        for_each_layer_part(keep, [&](std::size_t l, block b) {
             if (!s.early || !inside(l, keep))
-                apply_layer(l, keep, data, theirs, s.low);
+                apply_layer(l, b, keep, data, theirs, s.low);
         });
+    }
+
+    // Layer l's positions within this plan's range (for a layer that lies in it).
+    block layer_part(std::size_t l) const noexcept
+    {
+        return {layout_.offset(l) - range_.begin, layout_.offset(l) + layout_.size(l) - range_.begin};
     }
 
     // Whether layer l lies wholly in r (positions within this plan's range).
@@ -197,15 +203,13 @@ private:
         return layout_.offset(l) >= range_.begin + r.begin && layout_.offset(l) + layout_.size(l) <= range_.begin + r.end;
     }
 
-    // data = A(a, b) on layer l's part within r, with the coefficients of triples_[l]; a is
-    // data when `mine_is_a`; theirs holds the partner's copy of r.
-    void apply_layer(std::size_t l, block r, std::span<T> data, std::span<T> theirs, bool mine_is_a)
+    // data = A(a, b) on p, a part of layer l within r, with the coefficients of triples_[l];
+    // a is data when `mine_is_a`; theirs holds the partner's copy of r.
+    void apply_layer(std::size_t l, block p, block r, std::span<T> data, std::span<T> theirs, bool mine_is_a)
     {
-        const std::size_t b = std::max(layout_.offset(l), range_.begin + r.begin) - range_.begin;
-        const std::size_t e = std::min(layout_.offset(l) + layout_.size(l), range_.begin + r.end) - range_.begin;
         const adasum::coefficients c = adasum::from({triples_[3 * l], triples_[3 * l + 1], triples_[3 * l + 2]});
-        const std::span<T> mine = part(data, {b, e});
-        const std::span<const T> other = part(theirs, shift({b, e}, r.begin));
+        const std::span<T> mine = part(data, p);
+        const std::span<const T> other = part(theirs, shift(p, r.begin));
         if (mine_is_a)
             kernels::scaled_add<T>(mine, c.a, mine, c.b, other);
         else
