@@ -5,7 +5,7 @@
 //    ratio = copy time / kernel time, so a kernel at full memory bandwidth shows about
 //    2/3 (add, scaled_add) or 1 (triple).
 //  - allreduce: fp32 Sum on 2, 4 and 8 local_group ranks sharing the GPU, 1 and 64 MiB per
-//    rank: the direct transport (device plans, device-to-device messages), the staged one
+//    rank: the direct path (device plans, device-to-device messages), the staged one
 //    (pinned host buffers, host algorithm) and the host path (host memory, no GPU; it shares
 //    the group, whose copies first ask CUDA whether a pointer is device memory);
 //    ratio = host time / side time.
@@ -129,8 +129,8 @@ public:
         else
             device_reducer_.emplace(comm, count, gradsync::automatic{},
                                     gradsync::device_options{.path = which == side::direct
-                                                                 ? gradsync::transport::direct
-                                                                 : gradsync::transport::staged});
+                                                                 ? gradsync::device_path::direct
+                                                                 : gradsync::device_path::staged});
     }
 
     void operator()()

@@ -1,5 +1,5 @@
 // gradsync-plan: which layers' gradients to merge into one allreduce, from a layer profile and
-// the cost model T(M) = alpha + beta·M (DESIGN.md §5). Prints a readable plan or one JSON
+// the cost model T(M) = alpha + beta·M (docs/planner.md). Prints a readable plan or one JSON
 // object, optionally compares every planner and draws the timeline as SVG.
 //
 // Every error (bad flags, an unreadable or malformed profile) ends with exit status 2 and one

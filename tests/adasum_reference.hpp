@@ -1,7 +1,8 @@
-// Independent Adasum reference for the gradsync tests, written from DESIGN.md §3 alone: plain
-// double-precision loops, nothing taken from the library (not even the gradsync::half type;
-// callers widen their rounded inputs to double first). Keep it that way: a reference that
-// calls the code under test cannot catch that code's mistakes.
+// Independent Adasum reference for the gradsync tests, written from the rules of
+// docs/semantics.md ("Adasum") alone: plain double-precision loops, nothing taken from the
+// library (not even the gradsync::half type; callers widen their rounded inputs to double
+// first). Keep it that way: a reference that calls the code under test cannot catch that
+// code's mistakes.
 //
 //   A(a, b) per layer: d = a.b, na = a.a, nb = b.b; ca = 1 - d/(2 na) if na >= sqrt(DBL_MIN)
 //   else 1, cb likewise; A = ca a + cb b.

@@ -1,5 +1,5 @@
-// Independent reference for the planner tests: DESIGN.md §5 written out plainly from the text,
-// with no gradsync planner header included. Keep it that way: a reference that calls the code
+// Independent reference for the planner tests: the model of docs/planner.md written out
+// plainly, with no gradsync planner header included. Keep it that way: a reference that calls the code
 // under test cannot catch that code's mistakes.
 //
 // The optimum is found by two methods unlike the library's forward DP: exhaustive enumeration
@@ -118,7 +118,8 @@ inline groups bucket(const std::vector<layer>& p, std::uint64_t cap, std::size_t
     return out;
 }
 
-// MG-WFBP, Algorithm 1, exactly as DESIGN.md §5 spells it (strict comparisons included).
+// MG-WFBP, Algorithm 1, exactly as docs/planner.md ("MG-WFBP, step by step") spells it (strict
+// comparisons included).
 inline groups mgwfbp(const std::vector<layer>& prof, const cost& t, std::size_t bpe)
 {
     const std::size_t L = prof.size();

@@ -1,4 +1,4 @@
-// Independent reference for the gradsync tests: plain loops written from DESIGN.md §3, with
+// Independent reference for the gradsync tests: plain loops written from docs/semantics.md, with
 // nothing taken from the library except the gradsync::half and gradsync::bfloat16 element types. Keep it that
 // way: a reference that calls the code under test cannot catch that code's mistakes.
 #pragma once

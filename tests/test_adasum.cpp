@@ -1,5 +1,5 @@
-// Adasum over local_group (DESIGN.md §3 and §4), against the independent double-precision
-// reference of adasum_reference.hpp:
+// Adasum over local_group (docs/semantics.md, "Adasum" and "Errors"), against the independent
+// double-precision reference of adasum_reference.hpp:
 //
 //  - the matrix: N = 1..16 x {fp16, fp32, fp64} x {recursive_halving, recursive_doubling, ring,
 //    automatic (default and small thresholds, checked against the reference of the algorithm
@@ -200,7 +200,7 @@ std::string run_cases(int n, const variant& v, const std::vector<layout_case>& c
                         if (lc.small_segments) // the six-argument form
                             gradsync::allreduce(comm, std::span<T>(data), gradsync::adasum{}, algo, layers,
                                                 options_for(lc));
-                        else // the five-argument form of DESIGN.md §2
+                        else // the five-argument form, as README.md's "Use" writes it
                             gradsync::allreduce(comm, std::span<T>(data), gradsync::adasum{}, algo, layers);
                         results[c].out.back()[r] = std::move(data);
                     }

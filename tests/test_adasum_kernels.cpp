@@ -1,4 +1,4 @@
-// The Adasum host kernels (DESIGN.md §3: products and sums in double, one rounding to the
+// The Adasum host kernels (docs/semantics.md: products and sums in double, one rounding to the
 // element type) on every code path the CPU can run (dispatched, scalar, AVX2, AVX-512), and
 // the coefficient guards of adasum::from:
 //  - kernels::triple against a plain double loop (relative 1e-13) for fp16/fp32/fp64, lengths

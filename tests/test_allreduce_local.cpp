@@ -4,7 +4,7 @@
 // three times (integer, random, integer data). One TEST_CASE per (algorithm, type), so CTest
 // runs them in parallel; one local_group::run per N inside each.
 //
-// Checks (DESIGN.md §3): integer-valued data gives exactly the independent reference;
+// Checks (docs/semantics.md): integer-valued data gives exactly the independent reference;
 // non-integer data is within a rounding bound of a double reference; every rank's result is
 // bitwise identical to rank 0's. Catch2 is not thread-safe, so rank code only stores results
 // and all CHECKs run on the main thread after run() returns.
@@ -150,7 +150,8 @@ void run_matrix()
                 const std::size_t count = cases[c].count;
                 with_policy(cases[c].average, [&](auto policy) {
                     using Policy = decltype(policy);
-                    // The five-argument form of DESIGN.md §2, exactly as written there.
+                    // The five-argument form (communicator, span, policy, algorithm, layer
+                    // sizes), exactly as README.md's "Use" writes it.
                     const std::vector<std::size_t> layers = ref::uneven_layers(count);
                     std::vector<T> data = input<T>(oneshot_int, seed_of(n, c, oneshot_int), r, count);
                     gradsync::allreduce(comm, std::span<T>(data), Policy{}, Algo{},

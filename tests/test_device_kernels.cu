@@ -34,7 +34,7 @@ struct stream {
     cudaStream_t s = nullptr;
     stream() { gradsync::detail::cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
     ~stream() { cudaStreamDestroy(s); }
-    auto policy() const { return thrust::cuda::par_nosync.on(s); }
+    auto execution() const { return thrust::cuda::par_nosync.on(s); }
 };
 
 // A device copy of host values, and back. cudaMemcpy from pageable memory may return before
@@ -64,7 +64,7 @@ template <class T>
 dot_triple device_triple(const stream& st, const on_device<T>& a, const on_device<T>& b)
 {
     gradsync::device_buffer<dot_triple> ws(gradsync::kernels::triple_workspace(a.d.size())), result(1);
-    gradsync::kernels::triple(st.policy(), a.cspan(), b.cspan(), result.data(),
+    gradsync::kernels::triple(st.execution(), a.cspan(), b.cspan(), result.data(),
                               std::span<dot_triple>(ws.data(), ws.size()));
     dot_triple t;
     gradsync::detail::cuda_check(cudaMemcpyAsync(&t, result.data(), sizeof t, cudaMemcpyDeviceToHost, st.s),
@@ -91,20 +91,20 @@ TEMPLATE_TEST_CASE("CUDA add, scale and scaled_add give the host kernels' bits",
         gradsync::kernels::add<T>(std::span<T>(want), std::span<const T>(b));
         on_device<T> acc(a);
         const on_device<T> in(b);
-        gradsync::kernels::add(st.policy(), acc.span(), in.cspan());
+        gradsync::kernels::add(st.execution(), acc.span(), in.cspan());
         CHECK(first_difference(acc.read(), want) == -1);
 
         gradsync::kernels::scale<T>(std::span<T>(want), factor);
-        gradsync::kernels::scale(st.policy(), acc.span(), factor);
+        gradsync::kernels::scale(st.execution(), acc.span(), factor);
         CHECK(first_difference(acc.read(), want) == -1);
 
         std::vector<T> combined(n);
         gradsync::kernels::scaled_add<T>(std::span<T>(combined), ca, std::span<const T>(a), cb, std::span<const T>(b));
         const on_device<T> da(a);
         on_device<T> out(std::vector<T>(n, T(1.0f))), on_a(a), on_b(b);
-        gradsync::kernels::scaled_add(st.policy(), out.span(), ca, da.cspan(), cb, in.cspan());
-        gradsync::kernels::scaled_add(st.policy(), on_a.span(), ca, on_a.cspan(), cb, in.cspan());
-        gradsync::kernels::scaled_add(st.policy(), on_b.span(), ca, da.cspan(), cb, on_b.cspan());
+        gradsync::kernels::scaled_add(st.execution(), out.span(), ca, da.cspan(), cb, in.cspan());
+        gradsync::kernels::scaled_add(st.execution(), on_a.span(), ca, on_a.cspan(), cb, in.cspan());
+        gradsync::kernels::scaled_add(st.execution(), on_b.span(), ca, da.cspan(), cb, on_b.cspan());
         CHECK(first_difference(out.read(), combined) == -1);
         CHECK(first_difference(on_a.read(), combined) == -1);
         CHECK(first_difference(on_b.read(), combined) == -1);

@@ -1,11 +1,11 @@
 // The device path on one GPU: local_group ranks (threads) sharing it, each with its own
 // stream and device buffers, messages copied device to device (gradsync::device_copy). The
 // cases of tests/gpu/device_cases.hpp, as test_thrust_kernels_allreduce runs them on the CPU:
-//  - Sum and Average, direct transport, ring / recursive_halving / recursive_doubling /
+//  - Sum and Average, direct path, ring / recursive_halving / recursive_doubling /
 //    automatic, fp16, bf16, fp32, fp64, N in {1, 2, 3, 4, 8}, counts {0, 1, N-1, 1000,
 //    1000003}: integer data exact, random data the host path's bits, every rank alike;
 //  - staged and direct ranks mixed; Adasum and hierarchical staged (pinned buffers);
-//  - misuse, and the direct transport on a group without device_copy.
+//  - misuse, and the direct path on a group without device_copy.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -21,7 +21,7 @@
 namespace {
 
 using gradsync::bfloat16;
-using gradsync::transport;
+using gradsync::device_path;
 
 struct cuda_harness {
     using space_type = gradsync::cuda_stream;
@@ -72,13 +72,13 @@ void elementwise_matrix()
         for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(n - 1), std::size_t(1000),
                                   std::size_t(1000003)}) {
             CHECK(device_cases::elementwise_case<cuda_harness, T, gradsync::sum, Algorithm>(
-                      n, count, {transport::direct}, std::size_t(1) << 20) == "");
+                      n, count, {device_path::direct}, std::size_t(1) << 20) == "");
             CHECK(device_cases::elementwise_case<cuda_harness, T, gradsync::average, Algorithm>(
-                      n, count, {transport::direct}, std::size_t(64) << 20) == "");
+                      n, count, {device_path::direct}, std::size_t(64) << 20) == "");
         }
     for (int n : {3, 4})
         CHECK(device_cases::elementwise_case<cuda_harness, T, gradsync::sum, Algorithm>(
-                  n, 70001, {transport::staged, transport::direct}, std::size_t(1) << 20) == "");
+                  n, 70001, {device_path::staged, device_path::direct}, std::size_t(1) << 20) == "");
 }
 
 } // namespace
@@ -115,13 +115,14 @@ TEST_CASE("device path on one GPU: misuse ends in a clear error on every rank", 
     using cases = device_cases::misuse<cuda_harness>;
     using gradsync_test::kind;
     CHECK(device_cases::all_ended_in(cases::direct_adasum(), kind::usage, "no device plan") == "");
-    CHECK(device_cases::all_ended_in(cases::counts_disagree(transport::direct), kind::mismatch, "element count") == "");
+    CHECK(device_cases::all_ended_in(cases::counts_disagree(device_path::direct), kind::mismatch,
+                                     "element count") == "");
     CHECK(device_cases::all_ended_in(cases::wrong_size(), kind::usage, "buffer holds 99 elements") == "");
 
     // A group that copies with memcpy cannot take device memory: asking for direct is refused,
     // and automatic stages.
     std::vector<gradsync_test::outcome> outcomes(2);
-    std::vector<transport> chosen(2);
+    std::vector<device_path> chosen(2);
     gradsync::local_group plain(2);
     try {
         plain.run([&](gradsync::local_communicator& comm) {
@@ -130,14 +131,14 @@ TEST_CASE("device path on one GPU: misuse ends in a clear error on every rank", 
                 gradsync::device_reducer<float, gradsync::local_communicator> automatic(comm, 10);
                 chosen[r] = automatic.path();
                 gradsync::device_reducer<float, gradsync::local_communicator> direct(
-                    comm, 10, gradsync::automatic{}, gradsync::device_options{.path = transport::direct});
+                    comm, 10, gradsync::automatic{}, gradsync::device_options{.path = device_path::direct});
             });
         });
     } catch (...) {
         // recorded per rank
     }
     for (std::size_t r = 0; r < 2; ++r) {
-        CHECK(chosen[r] == transport::staged);
+        CHECK(chosen[r] == device_path::staged);
         CHECK(outcomes[r].k == kind::usage);
         CHECK(outcomes[r].what.find("moves device memory") != std::string::npos);
     }

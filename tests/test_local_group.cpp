@@ -1,5 +1,6 @@
 // local_group / local_communicator: the communicator contract of communicator.hpp and the
-// failure semantics of DESIGN.md §4, exercised directly through isend/irecv/wait.
+// failure semantics of docs/semantics.md ("Errors"), exercised directly through
+// isend/irecv/wait.
 //
 // Catch2 assertions are not thread-safe: rank code only records what happened in per-rank
 // slots, and every CHECK runs on the main thread after run() returns.

@@ -1,7 +1,8 @@
-// Misuse over local_group (DESIGN.md §4): ranks that disagree on count, layout, type, policy,
-// algorithm or tag all get a gradsync::mismatch_error naming the field and the ranks, before
-// any user data is touched, within seconds; bad layer sizes are a usage_error on every rank;
-// a wrong-size buffer is a usage_error on its rank and releases the others.
+// Misuse over local_group (docs/semantics.md, "The agreement check" and "Errors"): ranks that
+// disagree on count, layout, type, policy, algorithm or tag all get a gradsync::mismatch_error
+// naming the field and the ranks, before any user data is touched, within seconds; bad layer
+// sizes are a usage_error on every rank; a wrong-size buffer is a usage_error on its rank and
+// releases the others.
 //
 // Rank code records (kind, message, buffer untouched?) per rank; CHECKs run on the main thread.
 #include <catch2/catch.hpp>

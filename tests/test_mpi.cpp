@@ -193,7 +193,7 @@ TEST_CASE("mpi allreduce matrix: automatic", "[allreduce]") { run_matrix<gradsyn
 
 namespace {
 
-// Adasum over the transport (DESIGN.md §3), against the independent reference of
+// Adasum over the transport (docs/semantics.md, "Adasum"), against the independent reference of
 // adasum_reference.hpp: for the launcher's N, every algorithm (automatic checked against the
 // reference of what it chose; hierarchical{0} asks the communicator, which on one machine
 // says N), fp32 and fp64, layouts with empty, one-element and long layers, with 256-byte

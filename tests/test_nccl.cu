@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <gradsync/comm/nccl.hpp>
+#include <gradsync/device/nccl_passthrough.hpp>
 #include <gradsync/device.hpp>
 #include <gradsync/gradsync.hpp>
 
@@ -118,8 +119,8 @@ std::vector<std::vector<T>> reduce_over_nccl(nccl_ranks& ranks, const std::vecto
         const std::size_t r = std::size_t(comm.rank());
         gradsync::device_buffer<T> d = to_device(in[r]);
         gradsync::device_reducer<T, nccl_communicator, Policy, Algorithm> reduce(comm, in[r].size());
-        if (reduce.path() != gradsync::transport::direct)
-            throw std::logic_error("the reducer did not choose the direct transport");
+        if (reduce.path() != gradsync::device_path::direct)
+            throw std::logic_error("the reducer did not choose the direct path");
         reduce(gradsync::device_span<T>(d.data(), d.size(), s));
         out[r] = to_host(d);
     });

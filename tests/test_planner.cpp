@@ -1,4 +1,4 @@
-// The planner model (DESIGN.md §5): the paper's three cases worked by hand, MG-WFBP traces
+// The planner model (docs/planner.md): the paper's three cases worked by hand, MG-WFBP traces
 // at the edges of its strict comparisons and against a literal transcription of the
 // algorithm, the optimal plan against brute force over every contiguous partition, the
 // optimum against every other planner, timeline invariants, plan validation, cost models
@@ -86,7 +86,7 @@ std::vector<gp::plan> all_partitions(std::size_t layers)
     return plans;
 }
 
-// DESIGN.md §5's MG-WFBP written out literally: arrays tau_b, tb, tc, tau_c, and tau_c
+// MG-WFBP as docs/planner.md writes it out, literally: arrays tau_b, tb, tc, tau_c, and tau_c
 // recomputed in full after every merge.
 gp::plan mgwfbp_reference(const gp::profile& p, const gp::linear_cost& T, std::size_t bpe)
 {
@@ -402,12 +402,18 @@ TEST_CASE("validate_plan refuses plans that do not cover the layers in backward 
     CHECK_NOTHROW(gp::validate_plan({{3}, {1, 2}, {0}}, 4));
     CHECK_NOTHROW(gp::validate_plan({}, 0));
     CHECK_THROWS_WITH(gp::validate_plan({{3}, {1}, {0}}, 4), Contains("layer 2 is in no group"));
-    CHECK_THROWS_WITH(gp::validate_plan({{3}, {2, 3}, {1}, {0}}, 4), Contains("layer 3 appears twice"));
-    CHECK_THROWS_WITH(gp::validate_plan({{3}, {0, 2}, {1}}, 4), Contains("not a run of consecutive"));
-    CHECK_THROWS_WITH(gp::validate_plan({{3}, {2, 1}, {0}}, 4), Contains("not a run of consecutive"));
-    CHECK_THROWS_WITH(gp::validate_plan({{0}, {1}, {2}, {3}}, 4), Contains("backward order"));
+    CHECK_THROWS_WITH(gp::validate_plan({{3}, {2, 3}, {1}, {0}}, 4),
+                      Contains("layer 3 appears twice (in group 0 and group 1)"));
+    CHECK_THROWS_WITH(gp::validate_plan({{3}, {0, 2}, {1}}, 4),
+                      Contains("group 1 is not a contiguous ascending run of layers (layer 0 is followed by 2)"));
+    CHECK_THROWS_WITH(gp::validate_plan({{3}, {2, 1}, {0}}, 4),
+                      Contains("group 1 is not a contiguous ascending run of layers (layer 2 is followed by 1)"));
+    CHECK_THROWS_WITH(gp::validate_plan({{0}, {1}, {2}, {3}}, 4),
+                      Contains("groups are not in backward order: group 0 holds layers 0..0, but should end at "
+                               "layer 3, which comes later, in group 3"));
     CHECK_THROWS_WITH(gp::validate_plan({{3}, {}, {0, 1, 2}}, 4), Contains("group 1 is empty"));
-    CHECK_THROWS_WITH(gp::validate_plan({{4}, {0, 1, 2, 3}}, 4), Contains("layer 4, which does not exist"));
+    CHECK_THROWS_WITH(gp::validate_plan({{4}, {0, 1, 2, 3}}, 4),
+                      Contains("group 0 lists layer 4, but there are only 4 layers"));
     CHECK_THROWS_AS(gp::validate_plan({{0}}, 0), usage_error);
     CHECK_THROWS_AS(gp::simulate(make_profile({1, 1}, {1, 1}), {{0}, {1}}, gp::linear_cost{1, 1}), usage_error);
 }

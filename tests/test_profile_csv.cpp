@@ -1,4 +1,4 @@
-// The profile CSV format (DESIGN.md §5): exact round trips, the tolerated variations (column
+// The profile CSV format (docs/planner.md): exact round trips, the tolerated variations (column
 // order, extra columns, CRLF, blank lines, blanks around fields, a byte order mark) and every
 // error, each located as "FILE:LINE:COLUMN:".
 #include <catch2/catch.hpp>

@@ -623,14 +623,16 @@ TEST_CASE("plans that do not cover every layer once in backward order are refuse
         std::string says;
     };
     const std::vector<bad_plan> cases{
-        {{{3}, {2}, {1}}, "layers 0..0 are in no group"},
+        {{{3}, {2}, {1}}, "layer 0 is in no group"},
         {{}, "layers 0..3 are in no group"},
-        {{{3}, {1}, {0}}, "group 1 holds layers 1..1, and layer 2 is in no group"},
-        {{{3}, {2}, {2}, {1}, {0}}, "group 2 holds layers 2..2, but layer 2 is also in an earlier group"},
-        {{{2, 3}, {1, 2}, {0}}, "group 1 holds layers 1..2, but layer 2 is also in an earlier group"},
+        {{{3}, {1}, {0}}, "layer 2 is in no group"},
+        {{{3}, {2}, {2}, {1}, {0}}, "layer 2 appears twice (in group 1 and group 2)"},
+        {{{2, 3}, {1, 2}, {0}}, "layer 2 appears twice (in group 0 and group 1)"},
         {{{3}, {0, 2}, {1}}, "group 1 is not a contiguous ascending run of layers (layer 0 is followed by 2)"},
         {{{3}, {2, 1}, {0}}, "group 1 is not a contiguous ascending run of layers (layer 2 is followed by 1)"},
-        {{{0}, {1}, {2}, {3}}, "groups are not in backward order: group 0 holds layers 0..0, but layer 3 comes later, in group 3"},
+        {{{0}, {1}, {2}, {3}},
+         "groups are not in backward order: group 0 holds layers 0..0, but should end at layer 3, which comes later, "
+         "in group 3"},
         {{{0, 1}, {2, 3}}, "groups are not in backward order"},
         {{{3}, {}, {2, 1, 0}}, "group 1 is empty"},
         {{{4, 3}, {2, 1, 0}}, "group 0 lists layer 4, but there are only 4 layers"},

@@ -1,14 +1,14 @@
-// The device path (device_reducer, the device plans, the staged transport) on the CPU:
+// The device path (device_reducer, the device plans, the staged path) on the CPU:
 // host_space with Thrust's OpenMP system, ranks as a local_group. The same cases run on a GPU
 // in test_device.cu (tests/gpu/device_cases.hpp holds them):
-//  - Sum and Average, direct transport, ring / recursive_halving / recursive_doubling /
+//  - Sum and Average, direct path, ring / recursive_halving / recursive_doubling /
 //    automatic, fp16, bf16, fp32, fp64, N in {1, 2, 3, 5, 8}, counts {0, 1, N-1, 1000, 65537}
 //    in 4 KiB pipeline segments: integer data gives the exact sum, random data the host
 //    path's bits, every rank the same bits;
-//  - ranks that differ in transport (staged and direct alternating) still agree;
+//  - ranks that differ in path (staged and direct alternating) still agree;
 //  - Adasum and hierarchical are staged, with the host path's bits;
-//  - misuse: the direct transport asked for Adasum, ranks that disagree on the count (on
-//    both transports), a buffer of the wrong size.
+//  - misuse: the direct path asked for Adasum, ranks that disagree on the count (on
+//    both paths), a buffer of the wrong size.
 #include <catch2/catch.hpp>
 
 #include <thrust/system/omp/execution_policy.h>
@@ -26,7 +26,7 @@ namespace {
 
 using gradsync::bfloat16;
 using gradsync::half;
-using gradsync::transport;
+using gradsync::device_path;
 
 struct omp_harness {
     using space_type = decltype(gradsync::host_space{thrust::omp::par});
@@ -57,13 +57,13 @@ void elementwise_matrix()
         for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(n - 1), std::size_t(1000),
                                   std::size_t(65537)}) {
             CHECK(device_cases::elementwise_case<omp_harness, T, gradsync::sum, Algorithm>(
-                      n, count, {transport::direct}, 4096) == "");
+                      n, count, {device_path::direct}, 4096) == "");
             CHECK(device_cases::elementwise_case<omp_harness, T, gradsync::average, Algorithm>(
-                      n, count, {transport::direct}, 4096) == "");
+                      n, count, {device_path::direct}, 4096) == "");
         }
     for (int n : {3, 4})
         CHECK(device_cases::elementwise_case<omp_harness, T, gradsync::sum, Algorithm>(
-                  n, 70001, {transport::staged, transport::direct}, 4096) == "");
+                  n, 70001, {device_path::staged, device_path::direct}, 4096) == "");
 }
 
 } // namespace
@@ -108,7 +108,9 @@ TEST_CASE("device path on host_space: misuse ends in a clear error on every rank
     using cases = device_cases::misuse<omp_harness>;
     using gradsync_test::kind;
     CHECK(device_cases::all_ended_in(cases::direct_adasum(), kind::usage, "no device plan") == "");
-    CHECK(device_cases::all_ended_in(cases::counts_disagree(transport::direct), kind::mismatch, "element count") == "");
-    CHECK(device_cases::all_ended_in(cases::counts_disagree(transport::staged), kind::mismatch, "element count") == "");
+    CHECK(device_cases::all_ended_in(cases::counts_disagree(device_path::direct), kind::mismatch,
+                                     "element count") == "");
+    CHECK(device_cases::all_ended_in(cases::counts_disagree(device_path::staged), kind::mismatch,
+                                     "element count") == "");
     CHECK(device_cases::all_ended_in(cases::wrong_size(), kind::usage, "buffer holds 99 elements") == "");
 }

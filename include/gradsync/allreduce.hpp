@@ -12,22 +12,27 @@
 // and sends only the algorithm's own messages. allreduce() builds a reducer per call (the
 // agreement check included); use a reducer for repeated reductions.
 //
+// The plan comes from the table (plan_table.hpp) for (algorithm, policy, host memory);
+// Policy must model reduction_policy and Algorithm allreduce_algorithm, so arguments in the
+// wrong order fail to compile with the concept's name.
+//
 // Thread safety: one reducer runs one reduction at a time. Reducers that may run
 // concurrently on the same communicator need distinct tags (reducer_options::tag).
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <span>
 #include <string>
-#include <type_traits>
 
 #include <gradsync/algorithm/automatic.hpp>
 #include <gradsync/algorithm/exchange.hpp>
+#include <gradsync/algorithm/memory.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/layout.hpp>
-#include <gradsync/policy/adasum.hpp>
+#include <gradsync/plan.hpp>
+#include <gradsync/plan_table.hpp>
+#include <gradsync/policy/reduction_policy.hpp>
 #include <gradsync/policy/sum.hpp>
 #include <gradsync/types.hpp>
 #include <gradsync/verify.hpp>
@@ -35,50 +40,83 @@
 namespace gradsync {
 
 struct reducer_options {
-    int tag = 24301; // below 32767, the smallest MPI_TAG_UB the standard allows
+    int tag = tags::reducer;
     pipeline_options pipeline{};
+
+    template <class Algorithm>
+    plan_options<Algorithm> for_plan(const Algorithm& algorithm) const
+    {
+        return {algorithm, pipeline, tag};
+    }
 };
 
-// What every rank's reducer must agree on (verify.hpp), from its arguments.
-template <element T, class Policy, communicator Comm, class Algorithm>
-signature reducer_signature(const Comm& comm, std::size_t count, const layer_layout& layout, const Algorithm& algorithm,
-                            const reducer_options& options)
-{
-    signature s;
-    s.value[signature::element_type] = element_traits<T>::code;
-    s.value[signature::policy] = Policy::code;
-    s.value[signature::algorithm] = Algorithm::code;
-    s.value[signature::count] = count;
-    s.value[signature::layer_sum] = layout.total();
-    s.value[signature::layers] = layout.layers();
-    s.value[signature::layout_fingerprint] = layout.fingerprint();
-    s.value[signature::segment_bytes] = options.pipeline.segment_bytes;
-    s.value[signature::window] = std::uint64_t(options.pipeline.window);
-    s.value[signature::eager_limit] = eager_limit(comm);
-    s.value[signature::tag] = std::uint64_t(options.tag);
-    s.name(signature::element_type, element_traits<T>::name);
-    s.name(signature::policy, Policy::name);
-    s.name(signature::algorithm, Algorithm::name);
-    if constexpr (requires { algorithm.parameter(); })
-        s.value[signature::algorithm_parameter] = algorithm.parameter();
-    return s;
-}
+namespace detail {
 
-template <element T, communicator Comm, class Policy = sum, class Algorithm = automatic>
-class reducer {
+// The plan of (Algorithm, Policy, Memory), built once every rank has agreed on it, and the
+// size check of every call: what reducer and device_reducer's direct path share. `who`
+// names the front door in messages.
+template <element T, communicator Comm, class Policy, class Algorithm, class Memory>
+class agreed_plan {
 public:
-    using plan_type = typename Algorithm::template plan<T, Comm, Policy>;
+    using plan_type = plan_of<T, Comm, Algorithm, Policy, Memory>;
+    static_assert(reduction_plan<plan_type>, "gradsync: a plan of the table does not model reduction_plan");
+
+    agreed_plan(Comm& comm, std::size_t count, const layer_layout& layout, const plan_options<Algorithm>& options,
+                const char* who)
+        : who_(who), plan_(agree(comm, count, layout, options, who))
+    {
+    }
+
+    void operator()(Comm& comm, typename plan_type::data_type data)
+    {
+        check_size(comm, data.size());
+        plan_.run(comm, data);
+    }
+
+    void check_size(const Comm& comm, std::size_t elements) const
+    {
+        if (elements != plan_.count())
+            throw usage_error(std::string(who_) + " (" + where(comm) + "): buffer holds " + std::to_string(elements) +
+                              " elements, the reducer was planned for " + std::to_string(plan_.count()));
+    }
+
+    const plan_type& plan() const noexcept { return plan_; }
+
+private:
+    static plan_type agree(Comm& comm, std::size_t count, const layer_layout& layout,
+                           const plan_options<Algorithm>& options, const char* who)
+    {
+        verify_agreement(comm, call_signature<T, Policy>(comm, count, layout, options), who);
+        return plan_type(comm, layout, options);
+    }
+
+    const char* who_;
+    plan_type plan_;
+};
+
+inline std::size_t total_of(std::span<const std::size_t> layers) { return layer_layout(0, layers).total(); }
+
+} // namespace detail
+
+template <element T, communicator Comm, reduction_policy Policy = sum, allreduce_algorithm Algorithm = automatic>
+class reducer {
+    static_assert(has_plan<T, Comm, Algorithm, Policy>,
+                  "gradsync::reducer: no plan runs this algorithm for this policy in host memory (plan_table.hpp)");
+    using agreed = detail::agreed_plan<T, Comm, Policy, Algorithm, host_memory>;
+
+public:
+    using plan_type = typename agreed::plan_type;
 
     // count elements in `layers` (empty: one layer); the layers must add up to count.
     reducer(Comm& comm, std::size_t count, std::span<const std::size_t> layers, Algorithm algorithm = {},
             reducer_options options = {})
-        : comm_(&comm), options_(options), layout_(count, layers),
-          plan_(make_plan(comm, count, layout_, algorithm, options))
+        : comm_(&comm), layout_(count, layers),
+          plan_(comm, count, layout_, options.for_plan(algorithm), "gradsync::reducer")
     {
     }
 
     reducer(Comm& comm, std::span<const std::size_t> layers, Algorithm algorithm = {}, reducer_options options = {})
-        : reducer(comm, sum_of(layers), layers, algorithm, options)
+        : reducer(comm, detail::total_of(layers), layers, algorithm, options)
     {
     }
 
@@ -88,36 +126,20 @@ public:
     }
 
     // Reduces data in place on every rank. data.size() must equal count().
-    void operator()(std::span<T> data)
-    {
-        if (data.size() != layout_.total())
-            throw usage_error("gradsync::reducer (" + where(*comm_) + "): buffer holds " + std::to_string(data.size()) +
-                              " elements, the reducer was planned for " + std::to_string(layout_.total()));
-        plan_.template run<Policy>(*comm_, data, options_.tag);
-    }
+    void operator()(std::span<T> data) { plan_(*comm_, data); }
 
     std::size_t count() const noexcept { return layout_.total(); }
     const layer_layout& layout() const noexcept { return layout_; }
-    const plan_type& plan() const noexcept { return plan_; }
+    const plan_type& plan() const noexcept { return plan_.plan(); }
 
 private:
-    static std::size_t sum_of(std::span<const std::size_t> layers) { return layer_layout(0, layers).total(); }
-
-    static plan_type make_plan(Comm& comm, std::size_t count, const layer_layout& layout, const Algorithm& algorithm,
-                               const reducer_options& options)
-    {
-        verify_agreement(comm, reducer_signature<T, Policy>(comm, count, layout, algorithm, options), "gradsync::reducer");
-        return plan_type(comm, layout, algorithm, options.pipeline);
-    }
-
     Comm* comm_;
-    reducer_options options_;
     layer_layout layout_;
-    plan_type plan_;
+    agreed plan_;
 };
 
 // One allreduce, in place. layers: element counts of the layers fused in data (empty: one).
-template <communicator Comm, element T, class Policy = sum, class Algorithm = automatic>
+template <communicator Comm, element T, reduction_policy Policy = sum, allreduce_algorithm Algorithm = automatic>
 void allreduce(Comm& comm, std::span<T> data, Policy = {}, Algorithm algorithm = {},
                std::span<const std::size_t> layers = {}, reducer_options options = {})
 {

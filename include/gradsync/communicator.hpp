@@ -58,11 +58,17 @@ typename C::request irecv(C& c, std::span<T> data, int peer, int tag)
     return c.irecv(std::as_writable_bytes(data), peer, tag);
 }
 
-// "rank R of N" prefix for messages, so every error says where it happened.
+// "rank R of N" prefix for messages, so every error says where it happened; the form with
+// numbers is for code that has no communicator object yet.
+inline std::string where(int rank, int size)
+{
+    return "rank " + std::to_string(rank) + " of " + std::to_string(size);
+}
+
 template <communicator C>
 std::string where(const C& c)
 {
-    return "rank " + std::to_string(c.rank()) + " of " + std::to_string(c.size());
+    return where(c.rank(), c.size());
 }
 
 } // namespace gradsync

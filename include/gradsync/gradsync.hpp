@@ -21,8 +21,11 @@
 #include <gradsync/kernels/host.hpp>
 #include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/layout.hpp>
+#include <gradsync/plan.hpp>
+#include <gradsync/plan_table.hpp>
 #include <gradsync/planner.hpp>
 #include <gradsync/policy/adasum.hpp>
+#include <gradsync/policy/reduction_policy.hpp>
 #include <gradsync/policy/sum.hpp>
 #include <gradsync/subgroup.hpp>
 #include <gradsync/types.hpp>

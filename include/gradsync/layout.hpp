@@ -37,8 +37,6 @@ public:
     std::size_t size(std::size_t layer) const noexcept { return sizes_[layer]; }
     std::size_t offset(std::size_t layer) const noexcept { return offsets_[layer]; }
     std::span<const std::size_t> sizes() const noexcept { return sizes_; }
-    // layers() + 1 offsets, the last being total().
-    std::span<const std::size_t> offsets() const noexcept { return offsets_; }
 
     // Calls f(layer, begin, end) for every layer that meets positions [lo, hi), in layer
     // order, with [begin, end) the (non-empty) intersection.

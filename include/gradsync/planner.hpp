@@ -1,4 +1,4 @@
-// The layer-merge planner's model (DESIGN.md §5): profiles and their CSV form, cost models,
+// The layer-merge planner's model (docs/planner.md): profiles and their CSV form, cost models,
 // the timeline simulation, the planners (wfbp, single, bucket, mgwfbp, optimal) and the SVG
 // picture. Pure computation; the calibration routine, which communicates, is included by
 // name: <gradsync/planner/calibration.hpp>.
@@ -8,6 +8,7 @@
 #include <gradsync/planner/cost_model.hpp>
 #include <gradsync/planner/mgwfbp.hpp>
 #include <gradsync/planner/optimal.hpp>
+#include <gradsync/planner/plan.hpp>
 #include <gradsync/planner/profile.hpp>
 #include <gradsync/planner/single.hpp>
 #include <gradsync/planner/svg.hpp>

@@ -30,7 +30,6 @@ public:
     int rank() const noexcept { return rank_; }
     int size() const noexcept { return int(members_.size()); }
     std::size_t eager_limit() const { return gradsync::eager_limit(*parent_); }
-    C& parent() const noexcept { return *parent_; }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {

@@ -1,6 +1,6 @@
 // Element types and their traits: which type accumulates them and how they are identified
-// across ranks. fp16 is IEEE binary16: the compiler's _Float16 where it has one (g++ 12, not nvcc),
-// otherwise a storage type with exact round-to-nearest-even conversions. bf16 is
+// across ranks. fp16 is IEEE binary16: the compiler's _Float16 where it has one (not under
+// nvcc), otherwise a storage type with exact round-to-nearest-even conversions. bf16 is
 // gradsync::bfloat16, a storage type with the same rules.
 #pragma once
 
@@ -100,10 +100,10 @@ inline std::uint16_t double_to_bfloat16(double d) noexcept { return float_to_bfl
 #if defined(__FLT16_MANT_DIG__) && !defined(__CUDACC__)
 using half = _Float16;
 #else
-// Storage-only binary16 for compilers without _Float16 (clang 14 on x86-64), and under nvcc,
-// whose device compiler (CUDA 13) crashes on _Float16 in host code ("unsupported float
-// variant"): arithmetic converts to float, exactly as the accumulation rules ask. Both
-// spellings hold the same bits, so buffers pass freely between .cpp and .cu code.
+// Storage-only binary16 for compilers without _Float16, and under nvcc, whose device
+// compiler fails on _Float16 in host code (docs/results.md, "Kernel notes"): arithmetic
+// converts to float, exactly as the accumulation rules ask. Both spellings hold the same
+// bits, so buffers pass freely between .cpp and .cu code.
 struct half {
     std::uint16_t bits = 0;
 
@@ -133,31 +133,49 @@ struct bfloat16 {
 template <class T>
 struct element_traits;
 
+namespace detail {
+
+// An element type's code, which the agreement check compares between ranks: the format
+// family in the high 16 bits, the size in bytes in the low 16 (fp16 and bf16 share a size,
+// not a family).
+enum class element_family : std::uint32_t {
+    binary16 = 1,    // IEEE binary16
+    binary32_64 = 2, // IEEE binary32 and binary64: float, double
+    bfloat16 = 3,
+};
+
+constexpr std::uint32_t element_code(element_family family, std::uint32_t bytes) noexcept
+{
+    return (std::uint32_t(family) << 16) | bytes;
+}
+
+} // namespace detail
+
 template <>
 struct element_traits<half> {
     using accumulate = float;
-    static constexpr std::uint32_t code = 0x10002;
+    static constexpr std::uint32_t code = detail::element_code(detail::element_family::binary16, 2);
     static constexpr const char* name = "fp16";
 };
 
 template <>
 struct element_traits<bfloat16> {
     using accumulate = float;
-    static constexpr std::uint32_t code = 0x30002;
+    static constexpr std::uint32_t code = detail::element_code(detail::element_family::bfloat16, 2);
     static constexpr const char* name = "bf16";
 };
 
 template <>
 struct element_traits<float> {
     using accumulate = float;
-    static constexpr std::uint32_t code = 0x20004;
+    static constexpr std::uint32_t code = detail::element_code(detail::element_family::binary32_64, 4);
     static constexpr const char* name = "fp32";
 };
 
 template <>
 struct element_traits<double> {
     using accumulate = double;
-    static constexpr std::uint32_t code = 0x20008;
+    static constexpr std::uint32_t code = detail::element_code(detail::element_family::binary32_64, 8);
     static constexpr const char* name = "fp64";
 };
 

@@ -21,10 +21,11 @@
 
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
+#include <gradsync/layout.hpp>
+#include <gradsync/plan.hpp>
+#include <gradsync/types.hpp>
 
 namespace gradsync {
-
-inline constexpr int verify_tag = 32766;
 
 struct signature {
     enum field : std::size_t {
@@ -51,6 +52,32 @@ struct signature {
         std::strncpy(dst.data(), s, dst.size() - 1);
     }
 };
+
+// The signature of a reduction of `count` elements in `layout` with element type T, Policy
+// and the plan options: what every rank's reducer must agree on.
+template <element T, class Policy, communicator C, class Algorithm>
+signature call_signature(const C& comm, std::size_t count, const layer_layout& layout,
+                         const plan_options<Algorithm>& options)
+{
+    signature s;
+    s.value[signature::element_type] = element_traits<T>::code;
+    s.value[signature::policy] = Policy::code;
+    s.value[signature::algorithm] = Algorithm::code;
+    if constexpr (requires { options.algorithm.parameter(); })
+        s.value[signature::algorithm_parameter] = options.algorithm.parameter();
+    s.value[signature::count] = count;
+    s.value[signature::layer_sum] = layout.total();
+    s.value[signature::layers] = layout.layers();
+    s.value[signature::layout_fingerprint] = layout.fingerprint();
+    s.value[signature::segment_bytes] = options.pipeline.segment_bytes;
+    s.value[signature::window] = std::uint64_t(options.pipeline.window);
+    s.value[signature::eager_limit] = eager_limit(comm);
+    s.value[signature::tag] = std::uint64_t(options.tag);
+    s.name(signature::element_type, element_traits<T>::name);
+    s.name(signature::policy, Policy::name);
+    s.name(signature::algorithm, Algorithm::name);
+    return s;
+}
 
 namespace detail {
 
@@ -88,8 +115,8 @@ void verify_agreement(C& comm, const signature& mine, const char* who)
     all[std::size_t(r)] = mine;
     for (int s = 0; s + 1 < n; ++s) {
         const int send = (r - s + n) % n, recv = (r - s - 1 + n) % n;
-        auto rq = irecv(comm, std::span<signature>(&all[std::size_t(recv)], 1), (r + n - 1) % n, verify_tag);
-        auto sq = isend(comm, std::span<const signature>(&all[std::size_t(send)], 1), (r + 1) % n, verify_tag);
+        auto rq = irecv(comm, std::span<signature>(&all[std::size_t(recv)], 1), (r + n - 1) % n, tags::agreement);
+        auto sq = isend(comm, std::span<const signature>(&all[std::size_t(send)], 1), (r + 1) % n, tags::agreement);
         comm.wait(rq);
         comm.wait(sq);
     }

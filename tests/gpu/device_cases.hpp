@@ -67,7 +67,7 @@ std::vector<per_rank<T>> host_results(const std::vector<per_rank<T>>& sets, std:
 }
 
 struct device_run {
-    std::vector<gradsync::transport> path;        // per rank
+    std::vector<gradsync::device_path> path;      // per rank
     std::vector<gradsync_test::outcome> outcomes; // per rank
 };
 
@@ -78,7 +78,7 @@ device_run device_results(std::vector<per_rank<T>>& sets, std::span<const std::s
                           const std::vector<gradsync::device_options>& options, Algorithm algorithm = {})
 {
     const int n = int(sets[0].size());
-    device_run run{std::vector<gradsync::transport>(std::size_t(n)),
+    device_run run{std::vector<gradsync::device_path>(std::size_t(n)),
                    std::vector<gradsync_test::outcome>(std::size_t(n))};
     const auto group = H::make_group(n);
     try {
@@ -112,15 +112,15 @@ inline std::string outcomes_ok(const device_run& run)
     return "";
 }
 
-inline std::string paths_are(const device_run& run, const std::vector<gradsync::transport>& want)
+inline std::string paths_are(const device_run& run, const std::vector<gradsync::device_path>& want)
 {
     for (std::size_t r = 0; r < run.path.size(); ++r)
         if (run.path[r] != want[r % want.size()])
-            return "rank " + std::to_string(r) + " took the " + gradsync::transport_name(run.path[r]) + " transport";
+            return "rank " + std::to_string(r) + " took the " + gradsync::device_path_name(run.path[r]) + " path";
     return "";
 }
 
-inline gradsync::device_options with(gradsync::transport path, std::size_t segment_bytes)
+inline gradsync::device_options with(gradsync::device_path path, std::size_t segment_bytes)
 {
     gradsync::device_options o;
     o.path = path;
@@ -128,10 +128,10 @@ inline gradsync::device_options with(gradsync::transport path, std::size_t segme
     return o;
 }
 
-// Sum or Average through the device path with per-rank transports (cycled over the ranks):
+// Sum or Average through the device path with per-rank paths (cycled over the ranks):
 // integer data gives the exact sum, random data the host path's bits, on every rank alike.
 template <class H, class T, class Policy, class Algorithm>
-std::string elementwise_case(int n, std::size_t count, const std::vector<gradsync::transport>& paths,
+std::string elementwise_case(int n, std::size_t count, const std::vector<gradsync::device_path>& paths,
                              std::size_t segment_bytes)
 {
     constexpr bool average = std::is_same_v<Policy, gradsync::average>;
@@ -169,7 +169,7 @@ std::string staged_case(int n, std::size_t count, const std::vector<std::size_t>
         sets, layers, std::vector<gradsync::device_options>(std::size_t(n)), algorithm);
     std::string e = outcomes_ok(run);
     if (e.empty())
-        e = paths_are(run, {gradsync::transport::staged});
+        e = paths_are(run, {gradsync::device_path::staged});
     if (e.empty())
         if (const std::string d = ref::first_difference(sets[0][0], host[0][0]); !d.empty())
             e = "against the host path: " + d;
@@ -181,16 +181,16 @@ std::string staged_case(int n, std::size_t count, const std::vector<std::size_t>
 // Misuse ends in the same error on every rank, with a message naming the problem.
 template <class H>
 struct misuse {
-    // Every rank asks for the direct transport for Adasum, which has no device plan.
+    // Every rank asks for the direct path for Adasum, which has no device plan.
     static device_run direct_adasum()
     {
         std::vector<per_rank<float>> sets{inputs<float>(false, 1, 3, 100)};
         return device_results<H, float, gradsync::adasum, gradsync::ring>(
-            sets, {}, std::vector<gradsync::device_options>(3, with(gradsync::transport::direct, 1 << 20)));
+            sets, {}, std::vector<gradsync::device_options>(3, with(gradsync::device_path::direct, 1 << 20)));
     }
 
     // Rank 1 plans for one element more than the others.
-    static device_run counts_disagree(gradsync::transport path)
+    static device_run counts_disagree(gradsync::device_path path)
     {
         std::vector<per_rank<float>> sets{inputs<float>(false, 2, 3, 100)};
         sets[0][1].push_back(1.0f);
@@ -202,7 +202,7 @@ struct misuse {
     static device_run wrong_size()
     {
         const auto group = H::make_group(2);
-        device_run run{std::vector<gradsync::transport>(2), std::vector<gradsync_test::outcome>(2)};
+        device_run run{std::vector<gradsync::device_path>(2), std::vector<gradsync_test::outcome>(2)};
         try {
             group->run([&](local_communicator& comm) {
                 gradsync_test::record(run.outcomes[std::size_t(comm.rank())], true, [&] {

@@ -1,12 +1,14 @@
-// Adasum by recursive doubling, the Adasum plan of the recursive_doubling tag: the latency
+// Adasum by recursive doubling, the Adasum plan of the recursive_doubling algorithm: the latency
 // path for small vectors. Partners r and r XOR 2^k swap whole vectors and both compute
 // A(a, b) per layer from whole-layer triples, a being the vector of the partner whose bit k
 // is 0, so no triple exchange is needed. Folding as in recursive_doubling, so the tree is
 // the one recursive_halving computes.
 //
-// Cost (P = largest power of two <= N, M bytes per rank, gamma' per byte of triple plus
-// scaled add):  log2(P)*(alpha + M*beta + M*gamma')
-// plus 2*alpha + 2*M*beta + M*gamma' of folding when N is not a power of two.
+// Cost (P = largest power of two <= N, F = 1 when N is not a power of two, else 0, M bytes
+// per rank, alpha per message, beta per byte sent, gamma per byte combined;
+// planner::recursive_doubling_adasum_cost, checked by tests/test_cost_formulas.cpp): Sum's
+// recursive doubling with folding, gamma counted twice (the triples, then the scaled add).
+// cost: log2(P)*(alpha + M*beta + 2*M*gamma) + F*(2*alpha + 2*M*beta + 2*M*gamma)
 //
 // Preconditions: any N, count and layout; scratch holds the whole vector. Both partners run
 // the same kernels on the same (a, b), whose summation order depends only on the length, so
@@ -18,22 +20,19 @@
 #include <span>
 #include <vector>
 
-#include <gradsync/algorithm/exchange.hpp>
-#include <gradsync/algorithm/schedule.hpp>
-#include <gradsync/communicator.hpp>
+#include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/kernels/host_adasum.hpp>
-#include <gradsync/layout.hpp>
+#include <gradsync/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
-#include <gradsync/types.hpp>
 
 namespace gradsync {
 
 template <element T, communicator C>
-class adasum_recursive_doubling_plan {
+class adasum_recursive_doubling_plan : public plan_types<recursive_doubling, C, std::span<T>> {
 public:
-    template <class Tag>
-    adasum_recursive_doubling_plan(const C& comm, const layer_layout& layout, const Tag&, const pipeline_options&)
-        : rank_(comm.rank()), fold_(comm.size()), layout_(layout), cut_{eager_limit(comm), 0},
+    adasum_recursive_doubling_plan(const C& comm, const layer_layout& layout,
+                                   const plan_options<recursive_doubling>& options)
+        : rank_(comm.rank()), tag_(options.tag), fold_(comm.size()), layout_(layout), cut_{eager_limit(comm), 0},
           scratch_(layout.total()), requests_(2 * cut_.messages<T>(layout.total()))
     {
         const int v = fold_.virtual_rank(rank_);
@@ -42,27 +41,27 @@ public:
     }
 
     std::size_t count() const noexcept { return layout_.total(); }
+    std::size_t scratch_bytes() const noexcept { return scratch_.size() * sizeof(T); }
 
-    template <class Policy>
-    void run(C& comm, std::span<T> data, int tag)
+    void run(C& comm, std::span<T> data)
     {
-        const std::span<T> none, theirs(scratch_);
-        if (fold_.sits_out(rank_))
-            return sit_out<T>(comm, tag, data, cut_, cut_, requests_);
-        if (fold_.absorbs(rank_)) {
-            exchange<T>(comm, tag, rank_, none, rank_ - 1, theirs, cut_, requests_);
-            combine(data, theirs, data);
-        }
-        for (const partner& p : partners_) {
-            exchange<T>(comm, tag, p.rank, data, p.rank, theirs, cut_, requests_);
-            if (p.low)
-                combine(data, data, theirs);
-            else
+        const std::span<T> theirs(scratch_);
+        run_folded<T>(
+            comm, fold_, tag_, data, cut_, cut_, requests_,
+            [&](int lower) {
+                exchange<T>(comm, tag_, rank_, {}, lower, theirs, cut_, requests_);
                 combine(data, theirs, data);
-        }
-        kernels::canonicalize_nan(data);
-        if (fold_.absorbs(rank_))
-            exchange<T>(comm, tag, rank_ - 1, data, rank_, none, cut_, requests_);
+            },
+            [&] {
+                for (const partner& p : partners_) {
+                    exchange<T>(comm, tag_, p.rank, data, p.rank, theirs, cut_, requests_);
+                    if (p.low)
+                        combine(data, data, theirs);
+                    else
+                        combine(data, theirs, data);
+                }
+                kernels::canonicalize_nan(data);
+            });
     }
 
 private:
@@ -79,7 +78,7 @@ private:
         }
     }
 
-    int rank_;
+    int rank_, tag_;
     folding fold_;
     layer_layout layout_;
     message_cut cut_;

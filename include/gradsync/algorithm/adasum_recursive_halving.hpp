@@ -1,5 +1,5 @@
 // Adasum by recursive halving (the paper's Algorithm 1), the Adasum plan of the
-// recursive_halving tag.
+// recursive_halving algorithm.
 //
 // Step k (distance 2^k) halves the vector as recursive_halving does: the rank keeps one half
 // of its range and receives its partner's copy of that half, so it holds a part of both
@@ -9,13 +9,16 @@
 // the coefficients to its part. Layers that straddle a cut contribute partial triples on
 // both sides. The allgather and the folding of non-power-of-two N (h(i) = A(g(2i), g(2i+1)),
 // computed whole on rank 2i+1) are those of recursive_halving, so the tree is
-// A(A(h0,h1), A(h2,h3)), ... as DESIGN.md specifies.
+// A(A(h0,h1), A(h2,h3)), ... as docs/semantics.md
+// specifies (tree orders).
 //
-// Cost (P = largest power of two <= N, M bytes per rank, L layers, gamma' per byte of the
-// triple plus scaled add):
-//   2*log2(P)*alpha + 2*(P-1)/P*M*beta + (P-1)/P*M*gamma'
-//   + log2(P)*(log2(P)+1)/2 * (alpha + 24*L*beta)          (triple exchanges)
-// plus 2*alpha + 2*M*beta + M*gamma' of folding when N is not a power of two.
+// Cost (P = largest power of two <= N, F = 1 when N is not a power of two, else 0, M bytes
+// per rank, L layers, alpha per message, beta per byte sent, gamma per byte combined;
+// planner::recursive_halving_adasum_cost, checked by tests/test_cost_formulas.cpp): Sum's
+// recursive halving with folding, gamma counted twice (the triples, then the scaled add),
+// plus the triple exchanges: s+1 of one [a.b, a.a, b.b] triple (24 bytes) per layer at
+// step s = 0..log2(P)-1.
+// cost: 2*log2(P)*alpha + 2*(P-1)/P*M*beta + 2*(P-1)/P*M*gamma + log2(P)*(log2(P)+1)/2*(alpha + 24*L*beta) + F*(2*alpha + 2*M*beta + 2*M*gamma)
 //
 // The receive of each step is segmented and this rank's partial triples of a segment are
 // formed as soon as it lands. A layer that lies wholly in this rank's part needs no other
@@ -33,34 +36,27 @@
 #include <span>
 #include <vector>
 
-#include <gradsync/algorithm/exchange.hpp>
-#include <gradsync/algorithm/schedule.hpp>
-#include <gradsync/communicator.hpp>
+#include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/kernels/host_adasum.hpp>
-#include <gradsync/layout.hpp>
+#include <gradsync/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
-#include <gradsync/types.hpp>
 
 namespace gradsync {
 
-// The default for adasum_recursive_halving_plan::run's last argument: triples summed over
-// the halving group are complete. (Hierarchical Adasum also sums them over the node.)
-struct triples_complete {
-    void operator()(std::span<double>) const noexcept {}
-};
-
+// The Adasum tree by recursive halving over block `range` of a layout (the whole buffer for
+// the plan below; hierarchical Adasum runs it on the block a rank holds for its node). Its
+// run() takes complete(triples), called with each step's group-summed triples (3 per layer
+// of the layout) before the coefficients are formed; complete must leave equal values on
+// every rank of the group (hierarchical Adasum sums them over the node too).
 template <element T, communicator C>
-class adasum_recursive_halving_plan {
+class adasum_halving {
 public:
-    // range: the part of the layout that this plan's data holds (hierarchical Adasum runs
-    // it on a shard); by default the whole buffer.
-    template <class Tag>
-    adasum_recursive_halving_plan(const C& comm, const layer_layout& layout, const Tag&, const pipeline_options& pipe,
-                                  block range = {0, std::size_t(-1)})
-        : rank_(comm.rank()), size_(comm.size()), layout_(layout),
-          range_{range.begin, std::min(range.end, layout.total())}, fold_(size_), plain_{eager_limit(comm), 0},
-          piped_{eager_limit(comm), pipe.segment_bytes}, window_(std::size_t(std::max(pipe.window, 1))),
-          triples_(3 * layout.layers()),
+    adasum_halving(const C& comm, const layer_layout& layout, const plan_options<recursive_halving>& options,
+                   block range)
+        : rank_(comm.rank()), tag_(options.tag), layout_(layout),
+          range_{range.begin, std::min(range.end, layout.total())}, fold_(comm.size()), plain_{eager_limit(comm), 0},
+          piped_{eager_limit(comm), options.pipeline.segment_bytes},
+          window_(std::size_t(std::max(options.pipeline.window, 1))), triples_(3 * layout.layers()),
           received_(3 * layout.layers())
     {
         const std::size_t count = range_.size();
@@ -92,32 +88,32 @@ public:
     }
 
     std::size_t count() const noexcept { return range_.size(); }
-
-    // complete(triples): called with each step's group-summed triples (3 per layer) before
-    // the coefficients are formed; it must leave equal values on every rank of the group.
-    template <class Policy, class Complete = triples_complete>
-    void run(C& comm, std::span<T> data, int tag, Complete&& complete = {})
+    std::size_t scratch_bytes() const noexcept
     {
-        if (fold_.sits_out(rank_))
-            return sit_out<T>(comm, tag, data, plain_, plain_, requests_);
-        if (fold_.absorbs(rank_))
-            absorb(comm, data, tag, complete);
-        for (const step& s : steps_)
-            reduce_step(comm, data, tag, s, complete);
-        for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
-            exchange<T>(comm, tag, s->peer(), part(data, s->halves.keep), s->peer(), part(data, s->halves.send), plain_,
-                        requests_);
-        if (fold_.absorbs(rank_))
-            exchange<T>(comm, tag, rank_ - 1, data, rank_, {}, plain_, requests_);
+        return scratch_.size() * sizeof(T) + (triples_.size() + received_.size()) * sizeof(double);
+    }
+
+    template <class Complete>
+    void run(C& comm, std::span<T> data, Complete&& complete)
+    {
+        run_folded<T>(
+            comm, fold_, tag_, data, plain_, plain_, requests_,
+            [&](int lower) { absorb(comm, data, lower, complete); },
+            [&] {
+                for (const step& s : steps_)
+                    reduce_step(comm, data, s, complete);
+                for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
+                    exchange<T>(comm, tag_, s->peer(), block_span(data, s->halves.keep), s->peer(),
+                                block_span(data, s->halves.send), plain_, requests_);
+            });
     }
 
 private:
     // A layer that lies wholly in this rank's part has its triple complete once its last
     // segment has landed, and is combined then, while still in cache (`early`), when the
     // part comes in several segments or its layers are small (two operands within L1).
-    // Otherwise all triples come before all combines, which measured faster: 2 ranks, a
-    // half in one message, 16 layers of 64 KiB (1 MiB) took 192 us against 218; with layers
-    // of 16 KiB (256 KiB) combining early was the faster, 55 us against 62.
+    // Otherwise all triples come before all combines, which measured faster for larger
+    // layers (docs/results.md, "Adasum against Sum").
     static constexpr std::size_t early_layer_bytes = std::size_t(16) << 10;
 
     struct step {
@@ -129,58 +125,45 @@ private:
         int peer() const noexcept { return halves.peer; }
     };
 
-    // h = A(g(rank - 1), g(rank)), the lower rank's vector first.
+    // h = A(g(lower), g(rank)), the lower rank's vector first.
     template <class Complete>
-    void absorb(C& comm, std::span<T> data, int tag, Complete& complete)
+    void absorb(C& comm, std::span<T> data, int lower_rank, Complete& complete)
     {
         const std::span<T> lower(scratch_.data(), data.size());
-        exchange<T>(comm, tag, rank_, {}, rank_ - 1, lower, plain_, requests_);
+        exchange<T>(comm, tag_, rank_, {}, lower_rank, lower, plain_, requests_);
         std::fill(triples_.begin(), triples_.end(), 0.0);
         const block all{0, data.size()};
-        for_each_layer_part(all, [&](std::size_t l, block b) { add_triple(l, kernels::triple<T>(part(lower, b), part(data, b))); });
+        for_each_layer_part(all, [&](std::size_t l, block b) {
+            add_triple(l, kernels::triple<T>(block_span(lower, b), block_span(data, b)));
+        });
         complete(std::span<double>(triples_));
         for_each_layer_part(all, [&](std::size_t l, block b) { apply_layer(l, b, all, data, lower, false); });
     }
 
     template <class Complete>
-    void reduce_step(C& comm, std::span<T> data, int tag, const step& s, Complete& complete)
+    void reduce_step(C& comm, std::span<T> data, const step& s, Complete& complete)
     {
         const block keep = s.halves.keep;
         const std::span<T> theirs(scratch_.data(), keep.size());
-        const std::span<T> send = part(data, s.halves.send);
 
         // Receive their half segment by segment, forming this rank's partial triples of
         // each segment as it lands (still in cache).
-        const std::size_t seg_in = piped_.elems<T>(keep.size()), seg_out = piped_.elems<T>(send.size());
-        const std::size_t n_in = (keep.size() + seg_in - 1) / seg_in;
-        const std::size_t window = std::min(n_in, window_); // receives in flight: copies stay just ahead
-        auto receive = [&](std::size_t j) {
-            return irecv(comm, theirs.subspan(j * seg_in, std::min(seg_in, keep.size() - j * seg_in)), s.peer(), tag);
-        };
-        std::size_t k = window; // sends first, as exchange() says why
-        for (std::size_t i = 0; i < send.size(); i += seg_out)
-            requests_[k++] = isend(comm, std::span<const T>(send.subspan(i, std::min(seg_out, send.size() - i))),
-                                   s.peer(), tag);
-        for (std::size_t j = 0; j < window; ++j)
-            requests_[j] = receive(j);
         std::fill(triples_.begin(), triples_.end(), 0.0);
-        for (std::size_t j = 0; j < n_in; ++j) {
-            comm.wait(requests_[j % window]);
-            if (j + window < n_in)
-                requests_[j % window] = receive(j + window);
-            const block seg{keep.begin + j * seg_in, std::min(keep.begin + (j + 1) * seg_in, keep.end)};
-            for_each_layer_part(seg, [&](std::size_t l, block b) {
-                const std::span<const T> mine = part(data, b), other = part(theirs, shift(b, keep.begin));
-                add_triple(l, s.low ? kernels::triple(mine, other) : kernels::triple(other, mine));
-                if (s.early && inside(l, keep) && b.end == layer_part(l).end)
-                    apply_layer(l, layer_part(l), keep, data, theirs, s.low);
-            });
-        }
-        for (std::size_t j = window; j < k; ++j)
-            comm.wait(requests_[j]);
+        exchange_segments<T>(comm, tag_, s.peer(), std::span<const T>(block_span(data, s.halves.send)), s.peer(),
+                             keep.size(), theirs, window_, piped_, requests_,
+                             [&](std::size_t begin, std::span<T> landed) {
+                                 const block seg{keep.begin + begin, keep.begin + begin + landed.size()};
+                                 for_each_layer_part(seg, [&](std::size_t l, block b) {
+                                     const std::span<const T> mine = block_span(data, b),
+                                                              other = block_span(theirs, shift(b, keep.begin));
+                                     add_triple(l, s.low ? kernels::triple(mine, other) : kernels::triple(other, mine));
+                                     if (s.early && inside(l, keep) && b.end == layer_block(l).end)
+                                         apply_layer(l, layer_block(l), keep, data, theirs, s.low);
+                                 });
+                             });
 
         for (std::size_t g = s.group_begin; g < s.group_end; ++g) {
-            exchange<double>(comm, tag, peers_[g], triples_, peers_[g], received_, plain_, requests_);
+            exchange<double>(comm, tag_, peers_[g], triples_, peers_[g], received_, plain_, requests_);
             for (std::size_t i = 0; i < triples_.size(); ++i)
                 triples_[i] += received_[i];
         }
@@ -192,7 +175,7 @@ private:
     }
 
     // Layer l's positions within this plan's range (for a layer that lies in it).
-    block layer_part(std::size_t l) const noexcept
+    block layer_block(std::size_t l) const noexcept
     {
         return {layout_.offset(l) - range_.begin, layout_.offset(l) + layout_.size(l) - range_.begin};
     }
@@ -208,8 +191,8 @@ private:
     void apply_layer(std::size_t l, block p, block r, std::span<T> data, std::span<T> theirs, bool mine_is_a)
     {
         const adasum::coefficients c = adasum::from({triples_[3 * l], triples_[3 * l + 1], triples_[3 * l + 2]});
-        const std::span<T> mine = part(data, p);
-        const std::span<const T> other = part(theirs, shift(p, r.begin));
+        const std::span<T> mine = block_span(data, p);
+        const std::span<const T> other = block_span(theirs, shift(p, r.begin));
         if (mine_is_a)
             kernels::scaled_add<T>(mine, c.a, mine, c.b, other);
         else
@@ -234,9 +217,8 @@ private:
     }
 
     static block shift(block b, std::size_t by) noexcept { return {b.begin - by, b.end - by}; }
-    static std::span<T> part(std::span<T> data, block b) { return data.subspan(b.begin, b.size()); }
 
-    int rank_, size_;
+    int rank_, tag_;
     layer_layout layout_;
     block range_;
     folding fold_;
@@ -247,6 +229,27 @@ private:
     std::vector<double> triples_, received_; // [a.b, a.a, b.b] per layer
     std::vector<T> scratch_;
     std::vector<typename C::request> requests_; // after the buffers: pending requests die first
+};
+
+// The Adasum plan of recursive_halving: the tree over the whole buffer.
+template <element T, communicator C>
+class adasum_recursive_halving_plan : public plan_types<recursive_halving, C, std::span<T>> {
+public:
+    adasum_recursive_halving_plan(const C& comm, const layer_layout& layout,
+                                  const plan_options<recursive_halving>& options)
+        : tree_(comm, layout, options, {0, layout.total()})
+    {
+    }
+
+    std::size_t count() const noexcept { return tree_.count(); }
+    std::size_t scratch_bytes() const noexcept { return tree_.scratch_bytes(); }
+    void run(C& comm, std::span<T> data)
+    {
+        tree_.run(comm, data, [](std::span<double>) {});
+    }
+
+private:
+    adasum_halving<T, C> tree_;
 };
 
 } // namespace gradsync

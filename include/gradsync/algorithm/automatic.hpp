@@ -7,40 +7,31 @@
 //   otherwise                       -> recursive_halving
 // Every rank computes the same choice from the same (M, N), so no agreement is needed
 // beyond the reducer's usual check. The rule is the same for every policy and every memory
-// (algorithm/memory.hpp): each algorithm runs its own plan for the policy (Adasum has plans
-// of its own) with the vector in Memory, so a memory space makes the host path's choice and
-// sends its messages.
+// (algorithm/memory.hpp): the chosen algorithm's plan for the policy and memory comes from
+// the table (plan_table.hpp), so a memory space makes the host path's choice and sends its
+// messages.
 #pragma once
 
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <variant>
 
-#include <gradsync/algorithm/exchange.hpp>
-#include <gradsync/algorithm/memory.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
-#include <gradsync/communicator.hpp>
-#include <gradsync/layout.hpp>
-#include <gradsync/types.hpp>
+#include <gradsync/plan.hpp>
 
 namespace gradsync {
-
-template <element T, communicator C, class Policy, class Memory = host_memory>
-class automatic_plan;
 
 struct automatic {
     static constexpr std::uint32_t code = 0;
     static constexpr const char* name = "automatic";
     std::size_t small_bytes = std::size_t(32) << 10;
     std::size_t ring_bytes = std::size_t(1) << 20;
-    template <element T, communicator C, class P, class Memory = host_memory>
-    using plan = automatic_plan<T, C, P, Memory>;
 
-    // Fingerprint of the thresholds, which every rank must share (checked by the reducer).
+    // Fingerprint of the thresholds, which every rank must share (checked by the reducer):
+    // the 64-bit golden-ratio constant spreads ring_bytes over all bits.
     std::uint64_t parameter() const noexcept { return small_bytes ^ (std::uint64_t(ring_bytes) * 0x9e3779b97f4a7c15ull); }
 
     // Code of the algorithm chosen for `bytes` per rank over `ranks` ranks.
@@ -54,12 +45,17 @@ struct automatic {
     }
 };
 
-template <element T, communicator C, class Policy, class Memory>
-class automatic_plan {
+// The three candidates' plans come from the table, which must be complete where this plan
+// is instantiated (plan_table.hpp includes this header and is included by the reducers).
+template <element T, communicator C, class Policy, class Memory = host_memory>
+class automatic_plan : public plan_types<automatic, C, typename Memory::template span<T>> {
+    using variant = std::variant<plan_of<T, C, recursive_doubling, Policy, Memory>,
+                                 plan_of<T, C, recursive_halving, Policy, Memory>, plan_of<T, C, ring, Policy, Memory>>;
+
 public:
-    automatic_plan(const C& comm, const layer_layout& layout, const automatic& rule, const pipeline_options& pipe)
-        : chosen_(rule.choose(layout.total() * sizeof(T), layout.total(), comm.size())),
-          plan_(make(comm, layout, chosen_, pipe))
+    automatic_plan(const C& comm, const layer_layout& layout, const plan_options<automatic>& options)
+        : chosen_(options.algorithm.choose(layout.total() * sizeof(T), layout.total(), comm.size())),
+          plan_(make(comm, layout, chosen_, options))
     {
     }
 
@@ -67,29 +63,30 @@ public:
     {
         return std::visit([](const auto& p) { return p.count(); }, plan_);
     }
+    std::size_t scratch_bytes() const noexcept
+    {
+        return std::visit([](const auto& p) { return p.scratch_bytes(); }, plan_);
+    }
 
     // Code of the algorithm this plan runs (ring::code, recursive_halving::code, ...).
     std::uint32_t chosen() const noexcept { return chosen_; }
 
-    template <class P>
-    void run(C& comm, typename Memory::template span<T> data, int tag)
+    void run(C& comm, typename Memory::template span<T> data)
     {
-        std::visit([&](auto& p) { p.template run<P>(comm, data, tag); }, plan_);
+        std::visit([&](auto& p) { p.run(comm, data); }, plan_);
     }
 
 private:
-    using variant = std::variant<recursive_doubling::plan<T, C, Policy, Memory>,
-                                 recursive_halving::plan<T, C, Policy, Memory>, ring::plan<T, C, Policy, Memory>>;
-
-    static variant make(const C& comm, const layer_layout& layout, std::uint32_t chosen, const pipeline_options& pipe)
+    static variant make(const C& comm, const layer_layout& layout, std::uint32_t chosen,
+                        const plan_options<automatic>& options)
     {
         switch (chosen) {
         case recursive_doubling::code:
-            return variant(std::in_place_index<0>, comm, layout, recursive_doubling{}, pipe);
+            return variant(std::in_place_index<0>, comm, layout, options_for<recursive_doubling>(options));
         case recursive_halving::code:
-            return variant(std::in_place_index<1>, comm, layout, recursive_halving{}, pipe);
+            return variant(std::in_place_index<1>, comm, layout, options_for<recursive_halving>(options));
         default:
-            return variant(std::in_place_index<2>, comm, layout, ring{}, pipe);
+            return variant(std::in_place_index<2>, comm, layout, options_for<ring>(options));
         }
     }
 

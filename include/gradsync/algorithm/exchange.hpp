@@ -1,5 +1,8 @@
-// Point-to-point building blocks shared by every algorithm: a pairwise exchange of blocks,
-// plain or combining, cut into messages by one rule (message_cut):
+// Point-to-point building blocks shared by every algorithm: a pairwise exchange of blocks
+// (exchange), the same with the received block handled segment by segment as it lands
+// (exchange_segments; exchange_combine combines each segment), and the folding of a
+// non-power-of-two rank count around a power-of-two phase (run_folded). Messages are cut by
+// one rule (message_cut):
 //  - a block within the transport's eager limit goes as one message;
 //  - a block of up to 16 eager messages goes as equal pieces that each fit, since one
 //    rendezvous costs several eager sends on shared memory;
@@ -8,9 +11,9 @@
 // exchange_combine segments (the plan's scratch holds `window` segments): it keeps that
 // many receives in flight and combines each segment as soon as it lands, so the combine of
 // one segment overlaps the transfer of the next and the data is combined while still in
-// cache. Plain exchanges send blocks whole. Defaults (256 KiB segments, window 2) were
-// chosen with bench_allreduce_mpi on 2 ranks. In a memory whose combines are queued
-// (Memory::synchronous false, algorithm/memory.hpp) a kernel may still read a segment
+// cache. Plain exchanges send blocks whole. The defaults (256 KiB segments, window 2) are
+// bench_allreduce_mpi's best on 2 ranks (docs/results.md). In a memory whose combines are
+// queued (Memory::synchronous false, algorithm/memory.hpp) a kernel may still read a segment
 // after combine() returns, so there the scratch holds the whole block, no slot is reused,
 // and the step ends with one synchronization, before its data is sent on.
 //
@@ -25,6 +28,7 @@
 #include <span>
 
 #include <gradsync/algorithm/memory.hpp>
+#include <gradsync/algorithm/schedule.hpp>
 #include <gradsync/communicator.hpp>
 
 namespace gradsync {
@@ -76,9 +80,8 @@ std::size_t scratch_elems(std::size_t max_block, const pipeline_options& p) noex
 
 // Sends `out` to `to` while receiving `in` from `from`. Needs cut.messages(in.size()) +
 // cut.messages(out.size()) requests. The sends are posted first: under Open MPI's shared
-// memory transport, receives posted before the partner's sends had arrived now and then
-// made an exchange take twice as long, as if one core made both directions' copies (a
-// 2-rank allgather of 4 MiB halves took 920 µs instead of 470).
+// memory transport, receives posted before the partner's sends had arrived sometimes made
+// an exchange take twice as long (docs/results.md, "Sum against MPI_Allreduce").
 template <class T, communicator C>
 void exchange(C& comm, int tag, int to, std::span<const T> out, int from, std::span<T> in, const message_cut& cut,
               std::span<typename C::request> reqs)
@@ -93,46 +96,79 @@ void exchange(C& comm, int tag, int to, std::span<const T> out, int from, std::s
         comm.wait(reqs[i]);
 }
 
-// Folding (schedule.hpp) on a rank that sits out: hand the whole vector to rank + 1, cut as
-// that rank receives it, then take the result back.
-template <class T, communicator C>
-void sit_out(C& comm, int tag, std::span<T> data, const message_cut& out, const message_cut& back,
-             std::span<typename C::request> reqs)
+// Sends `out` to `to` (sends first, as exchange() says why) while receiving n elements from
+// `from` segment by segment, and calls landed(begin, segment) as each segment lands (begin:
+// its position in the block). `in` holds all n elements (segment j at j * segment size), or
+// is a ring of in.size() / segment size slots reused in turn. At most `window` receives are
+// in flight; with a ring, a slot is received into again only after landed() returns.
+// Requests as for exchange().
+template <class T, communicator C, class Landed>
+void exchange_segments(C& comm, int tag, int to, std::span<const T> out, int from, std::size_t n, std::span<T> in,
+                       std::size_t window, const message_cut& cut, std::span<typename C::request> reqs,
+                       Landed&& landed)
 {
-    exchange<T>(comm, tag, comm.rank() + 1, data, comm.rank(), {}, out, reqs);
-    exchange<T>(comm, tag, comm.rank(), {}, comm.rank() + 1, data, back, reqs);
-}
+    const std::size_t seg_in = cut.elems<T>(n), seg_out = cut.elems<T>(out.size());
+    const std::size_t n_in = (n + seg_in - 1) / seg_in;
+    const std::size_t slots = in.size() >= n ? n_in : std::max<std::size_t>(1, in.size() / seg_in);
+    window = std::min(window, slots);
+    auto piece = [&](std::size_t j) { return std::min(seg_in, n - j * seg_in); };
+    auto slot = [&](std::size_t j) { return in.subspan((j % slots) * seg_in, piece(j)); };
 
-// Sends `out` to `to` (sends first, as exchange() says why) while receiving a block of
-// acc.size() elements from `from` and combining it into acc message by message
-// (memory.combine<Policy>(acc_piece, received_piece)). scratch: scratch_elems<T, Memory>()
-// of the largest block; requests as for exchange().
-template <class Policy, class T, communicator C, class Memory = host_memory>
-void exchange_combine(C& comm, int tag, int to, std::span<const T> out, int from, std::span<T> acc,
-                      std::span<T> scratch, const message_cut& cut, std::span<typename C::request> reqs,
-                      const Memory& memory = {})
-{
-    const std::size_t seg_in = cut.elems<T>(acc.size()), seg_out = cut.elems<T>(out.size());
-    const std::size_t n_in = (acc.size() + seg_in - 1) / seg_in;
-    const std::size_t slots =
-        Memory::synchronous ? std::min(n_in, std::max<std::size_t>(1, scratch.size() / seg_in)) : n_in;
-    auto piece = [&](std::size_t j) { return std::min(seg_in, acc.size() - j * seg_in); };
-    auto slot = [&](std::size_t j) { return scratch.subspan((j % slots) * seg_in, piece(j)); };
-
-    std::size_t k = slots;
+    std::size_t k = window;
     for (std::size_t i = 0; i < out.size(); i += seg_out)
         reqs[k++] = isend(comm, out.subspan(i, std::min(seg_out, out.size() - i)), to, tag);
-    for (std::size_t j = 0; j < slots; ++j)
+    for (std::size_t j = 0; j < window; ++j)
         reqs[j] = irecv(comm, slot(j), from, tag);
     for (std::size_t j = 0; j < n_in; ++j) {
-        comm.wait(reqs[j % slots]);
-        memory.template combine<Policy>(acc.subspan(j * seg_in, piece(j)), std::span<const T>(slot(j)));
-        if (j + slots < n_in)
-            reqs[j % slots] = irecv(comm, slot(j + slots), from, tag);
+        comm.wait(reqs[j % window]);
+        const bool more = j + window < n_in, reused = window == slots && slots < n_in;
+        if (more && !reused)
+            reqs[j % window] = irecv(comm, slot(j + window), from, tag);
+        landed(j * seg_in, slot(j));
+        if (more && reused)
+            reqs[j % window] = irecv(comm, slot(j + window), from, tag);
     }
-    for (std::size_t i = slots; i < k; ++i)
+    for (std::size_t i = window; i < k; ++i)
         comm.wait(reqs[i]);
+}
+
+// Sends `out` to `to` while receiving a block of acc.size() elements from `from` and
+// combining it into acc segment by segment (memory.combine<Policy>(acc_piece,
+// received_piece)). scratch: scratch_elems<T, Memory>() of the largest block; requests as
+// for exchange().
+template <class Policy, class T, communicator C, class Memory>
+void exchange_combine(C& comm, int tag, int to, std::span<const T> out, int from, std::span<T> acc,
+                      std::span<T> scratch, const message_cut& cut, std::span<typename C::request> reqs,
+                      const Memory& memory)
+{
+    exchange_segments<T>(comm, tag, to, out, from, acc.size(), scratch, std::numeric_limits<std::size_t>::max(), cut,
+                         reqs, [&](std::size_t begin, std::span<T> landed) {
+                             memory.template combine<Policy>(acc.subspan(begin, landed.size()),
+                                                             std::span<const T>(landed));
+                         });
     memory.synchronize();
+}
+
+// Folding (schedule.hpp) around a power-of-two phase, body(). A rank that sits out hands
+// its vector to rank + 1, cut by `in` as that rank receives it, and takes the result back,
+// cut by `out`; the rank that absorbs it calls absorb(rank - 1) before body() and sends the
+// result back after; every other rank runs body() alone. Requests as for exchange() of the
+// whole vector.
+template <class T, communicator C, class Absorb, class Body>
+void run_folded(C& comm, const folding& fold, int tag, std::span<T> data, const message_cut& in,
+                const message_cut& out, std::span<typename C::request> reqs, Absorb&& absorb, Body&& body)
+{
+    const int r = comm.rank();
+    if (fold.sits_out(r)) {
+        exchange<T>(comm, tag, r + 1, data, r, {}, in, reqs);
+        exchange<T>(comm, tag, r, {}, r + 1, data, out, reqs);
+        return;
+    }
+    if (fold.absorbs(r))
+        absorb(r - 1);
+    body();
+    if (fold.absorbs(r))
+        exchange<T>(comm, tag, r - 1, data, r, {}, out, reqs);
 }
 
 } // namespace gradsync

@@ -1,20 +1,23 @@
 // Hierarchical allreduce for ranks grouped in nodes of k consecutive ranks (rank r is local
 // rank r % k of node r / k; k divides N):
 //   1. reduce-scatter inside each node (ring over the k local ranks): local rank i ends with
-//      the node's sum of shard i;
-//   2. allreduce of shard i across the nodes, among the local ranks i of every node
+//      the node's sum of block i;
+//   2. allreduce of block i across the nodes, among the local ranks i of every node
 //      (recursive halving with folding);
 //   3. allgather inside each node.
-// Sum and Average: the global Sum or Average (Average scales the shard by 1/N after step 2).
+// Sum and Average: the global Sum or Average (Average scales the block by 1/N after step 2).
 // Adasum: the node vector is the average (default) or the sum of its k gradients, and step 2
-// is the Adasum tree over node vectors (adasum_recursive_halving on the shard, with each
-// step's triples also summed over the node's k shards, so coefficients are those of the
+// is the Adasum tree over node vectors (adasum_recursive_halving on the block, with each
+// step's triples also summed over the node's k blocks, so coefficients are those of the
 // whole node vectors).
 //
-// Cost (M bytes per rank, alpha/beta inside a node, alpha'/beta' between nodes, P the
-// largest power of two <= N/k):
-//   2(k-1) alpha + 2(k-1)/k M beta                              (steps 1 and 3)
-//   + 2 log2(P) alpha' + 2(P-1)/P (M/k) beta'                   (step 2; folding extra)
+// Cost of Sum and Average (M bytes per rank, alpha, beta, gamma inside a node and alpha_x,
+// beta_x, gamma_x between nodes; here P is the largest power of two <= N/k and F = 1 when
+// N/k is not a power of two, else 0; planner::hierarchical_cost, checked by
+// tests/test_cost_formulas.cpp): the ring's reduce-scatter (combining (k-1)/k M) and
+// allgather (copying) over the k ranks of a node, and recursive halving with folding over
+// the N/k nodes on the M/k block.
+// cost: 2*(k-1)*alpha + 2*(k-1)/k*M*beta + (k-1)/k*M*gamma + 2*log2(P)*alpha_x + 2*(P-1)/P*(M/k)*beta_x + (P-1)/P*(M/k)*gamma_x + F*(2*alpha_x + 2*(M/k)*beta_x + (M/k)*gamma_x)
 // Only M/k bytes per rank cross the slow links, against 2(N-1)/N M for a flat ring.
 //
 // ranks_per_node = 0 asks the communicator (c.ranks_per_node(): local_communicator says N,
@@ -22,6 +25,7 @@
 // contiguous and equal). A k that does not divide N is refused on every rank.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -30,22 +34,16 @@
 #include <vector>
 
 #include <gradsync/algorithm/adasum_recursive_halving.hpp>
-#include <gradsync/algorithm/exchange.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
-#include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
-#include <gradsync/layout.hpp>
+#include <gradsync/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/policy/sum.hpp>
 #include <gradsync/subgroup.hpp>
-#include <gradsync/types.hpp>
 
 namespace gradsync {
-
-template <element T, communicator C, class Policy>
-class hierarchical_plan;
 
 // How Adasum forms a node's vector from its ranks' gradients.
 enum class node_combine { average, sum };
@@ -60,12 +58,9 @@ struct hierarchical {
     {
         return std::uint64_t(std::uint32_t(ranks_per_node)) * 2 + (within_node == node_combine::sum ? 1 : 0);
     }
-
-    template <element T, communicator C, class P>
-    using plan = hierarchical_plan<T, C, P>;
 };
 
-// k for a hierarchical plan: the tag's, or the communicator's when the tag says 0.
+// k for a hierarchical plan: the algorithm's, or the communicator's when the algorithm says 0.
 template <communicator C>
 int resolve_ranks_per_node(C& comm, int requested)
 {
@@ -83,48 +78,52 @@ int resolve_ranks_per_node(C& comm, int requested)
     return k;
 }
 
+// Policy: sum, average (any elementwise policy) or adasum; host memory.
 template <element T, communicator C, class Policy>
-class hierarchical_plan {
+class hierarchical_plan : public plan_types<hierarchical, C, std::span<T>> {
     using view = subgroup<C>;
-    using cross_plan = std::conditional_t<is_adasum<Policy>, adasum_recursive_halving_plan<T, view>,
-                                          recursive_halving_plan<T, view>>;
+    using cross_plan = std::conditional_t<is_adasum<Policy>, adasum_halving<T, view>,
+                                          recursive_halving_plan<T, view, sum>>;
+    // Adasum's node-wide sums of each step's triples; nothing for the other policies.
+    struct no_triples {
+        std::size_t scratch_bytes() const noexcept { return 0; }
+    };
+    using triple_plan =
+        std::conditional_t<is_adasum<Policy>, recursive_doubling_plan<double, view, sum>, no_triples>;
 
 public:
-    hierarchical_plan(C& comm, const layer_layout& layout, const hierarchical& tag, const pipeline_options& pipe)
-        : size_(comm.size()), per_node_(resolve_ranks_per_node(comm, tag.ranks_per_node)), rule_(tag.within_node),
-          node_(members(comm, true)), cross_(members(comm, false)),
-          intra_(node_view(comm), layout_of(layout.total()), ring{}, pipe),
-          inter_(make_inter(comm, layout, pipe)),
-          node_triples_(node_view(comm), layout_of(3 * layout.layers()), recursive_doubling{}, pipe)
+    hierarchical_plan(C& comm, const layer_layout& layout, const plan_options<hierarchical>& options)
+        : size_(comm.size()), per_node_(resolve_ranks_per_node(comm, options.algorithm.ranks_per_node)),
+          rule_(options.algorithm.within_node), node_(members(comm, true)), cross_(members(comm, false)),
+          intra_(node_view(comm), layer_layout(layout.total(), {}), options_for<ring>(options)),
+          inter_(make_inter(comm, layout, options)), node_triples_(make_triples(comm, layout, options))
     {
     }
 
     std::size_t count() const noexcept { return intra_.count(); }
+    std::size_t scratch_bytes() const noexcept
+    {
+        return intra_.scratch_bytes() + inter_.scratch_bytes() + node_triples_.scratch_bytes();
+    }
     int ranks_per_node() const noexcept { return per_node_; }
 
-    template <class P>
-    void run(C& comm, std::span<T> data, int tag)
+    void run(C& comm, std::span<T> data)
     {
         view node = node_view(comm), across = cross_view(comm);
-        intra_.template reduce_scatter<sum>(node, data, tag);
-        const block owned = intra_.owned();
-        const std::span<T> shard = data.subspan(owned.begin, owned.size());
-        if constexpr (is_adasum<P>) {
+        intra_.reduce_scatter(node, data);
+        const std::span<T> mine = block_span(data, intra_.owned());
+        if constexpr (is_adasum<Policy>) {
             if (rule_ == node_combine::average)
-                average::finish<T>(shard, per_node_);
-            inter_.template run<adasum>(across, shard, tag, [&](std::span<double> triples) {
-                node_triples_.template run<sum>(node, triples, tag);
-            });
+                average::finish<T>(mine, per_node_);
+            inter_.run(across, mine, [&](std::span<double> triples) { node_triples_.run(node, triples); });
         } else {
-            inter_.template run<sum>(across, shard, tag);
-            P::template finish<T>(shard, size_);
+            inter_.run(across, mine);
+            Policy::template finish<T>(mine, size_);
         }
-        intra_.allgather(node, data, tag);
+        intra_.allgather(node, data);
     }
 
 private:
-    static layer_layout layout_of(std::size_t n) { return layer_layout(n, {}); }
-
     // The ranks of this rank's node (node = true), or the same local rank of every node.
     std::vector<int> members(const C& comm, bool node) const
     {
@@ -142,21 +141,32 @@ private:
     view node_view(C& comm) const { return view(comm, node_); }
     view cross_view(C& comm) const { return view(comm, cross_); }
 
-    cross_plan make_inter(C& comm, const layer_layout& layout, const pipeline_options& pipe) const
+    // Adasum's tree runs on this rank's block of the whole layout (its triples are per layer
+    // of the layout); Sum's on the block alone.
+    cross_plan make_inter(C& comm, const layer_layout& layout, const plan_options<hierarchical>& options) const
     {
         const block owned = intra_.owned();
         if constexpr (is_adasum<Policy>)
-            return cross_plan(cross_view(comm), layout, recursive_halving{}, pipe, owned);
+            return cross_plan(cross_view(comm), layout, options_for<recursive_halving>(options), owned);
         else
-            return cross_plan(cross_view(comm), layout_of(owned.size()), recursive_halving{}, pipe);
+            return cross_plan(cross_view(comm), layer_layout(owned.size(), {}), options_for<recursive_halving>(options));
+    }
+
+    triple_plan make_triples(C& comm, const layer_layout& layout, const plan_options<hierarchical>& options) const
+    {
+        if constexpr (is_adasum<Policy>)
+            return triple_plan(node_view(comm), layer_layout(3 * layout.layers(), {}),
+                               options_for<recursive_doubling>(options));
+        else
+            return {};
     }
 
     int size_, per_node_;
     node_combine rule_;
     std::vector<int> node_, cross_;
-    ring_plan<T, view> intra_;
+    ring_plan<T, view, sum> intra_;
     cross_plan inter_;
-    recursive_doubling_plan<double, view> node_triples_;
+    triple_plan node_triples_;
 };
 
 } // namespace gradsync

@@ -6,6 +6,7 @@
 //   M::span<T>                     what run() reduces (std::span<T> for host memory)
 //   M::of(s), M::elements(s)       the memory s lives in, and its elements as a std::span
 //   M::buffer<T>                   owning scratch: buffer<T>(n), .data(), .size()
+//   M::combines<Policy>            whether its kernels combine Policy (the table's test)
 //   M::synchronous                 true when a combine has finished once it returns; false
 //                                  when it is queued and only synchronize() waits for it
 //   m.combine<Policy>(acc, in)     Policy's acc = acc + in
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include <gradsync/kernels/host.hpp>
+#include <gradsync/policy/sum.hpp>
 
 namespace gradsync {
 
@@ -28,6 +30,8 @@ struct host_memory {
     using span = std::span<T>;
     template <class T>
     using buffer = std::vector<T>;
+    template <class Policy>
+    static constexpr bool combines = elementwise_policy<Policy>;
     static constexpr bool synchronous = true;
 
     template <class T>

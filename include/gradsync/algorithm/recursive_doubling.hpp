@@ -1,10 +1,12 @@
 // Recursive doubling: log2(P) rounds in which partners r and r XOR 2^k swap whole vectors
 // and both combine. The latency path for small messages.
 //
-// Cost (P = largest power of two <= N, M bytes per rank):
-//   log2(P)*(alpha + M*beta + M*gamma)
-// plus 2*alpha + 2*M*beta + M*gamma of folding when N is not a power of two. Messages are cut
-// to the transport's eager limit (a block of up to 16 eager messages goes as equal pieces),
+// Cost (P = largest power of two <= N, F = 1 when N is not a power of two, else 0, M bytes
+// per rank, alpha per message, beta per byte sent, gamma per byte combined;
+// planner::recursive_doubling_cost, checked by tests/test_cost_formulas.cpp): log2(P)
+// whole-vector swaps and combines, plus F times the folding of recursive_halving.
+// cost: log2(P)*(alpha + M*beta + M*gamma) + F*(2*alpha + 2*M*beta + M*gamma)
+// Messages are cut to the transport's eager limit (a block of up to 16 eager messages goes as equal pieces),
 // since one rendezvous costs several eager sends on shared memory. In a memory space
 // (Memory, algorithm/memory.hpp) the same messages carry the same bits, gamma is a kernel's,
 // and each round adds sigma, a space synchronization.
@@ -19,39 +21,24 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <type_traits>
 #include <vector>
 
-#include <gradsync/algorithm/adasum_recursive_doubling.hpp>
-#include <gradsync/algorithm/exchange.hpp>
-#include <gradsync/algorithm/memory.hpp>
-#include <gradsync/algorithm/schedule.hpp>
-#include <gradsync/communicator.hpp>
-#include <gradsync/layout.hpp>
-#include <gradsync/policy/adasum.hpp>
-#include <gradsync/types.hpp>
+#include <gradsync/plan.hpp>
 
 namespace gradsync {
-
-template <element T, communicator C, class Memory = host_memory>
-class recursive_doubling_plan;
 
 struct recursive_doubling {
     static constexpr std::uint32_t code = 3;
     static constexpr const char* name = "recursive_doubling";
-    // The plan for element type T over communicator C with policy P, the vector in Memory
-    // (Adasum's plan: host memory only).
-    template <element T, communicator C, class P, class Memory = host_memory>
-    using plan = std::conditional_t<is_adasum<P>, adasum_recursive_doubling_plan<T, C>,
-                                    recursive_doubling_plan<T, C, Memory>>;
 };
 
-template <element T, communicator C, class Memory>
-class recursive_doubling_plan {
+// Policy: an elementwise policy that Memory combines.
+template <element T, communicator C, class Policy, class Memory = host_memory>
+class recursive_doubling_plan : public plan_types<recursive_doubling, C, typename Memory::template span<T>> {
 public:
-    recursive_doubling_plan(const C& comm, const layer_layout& layout, const recursive_doubling&, const pipeline_options&)
-        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), fold_(size_), cut_{eager_limit(comm), 0},
-          scratch_(count_), requests_(2 * cut_.messages<T>(count_))
+    recursive_doubling_plan(const C& comm, const layer_layout& layout, const plan_options<recursive_doubling>& options)
+        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), tag_(options.tag), fold_(size_),
+          cut_{eager_limit(comm), 0}, scratch_(count_), requests_(2 * cut_.messages<T>(count_))
     {
         const int v = fold_.virtual_rank(rank_);
         for (int mask = 1; v >= 0 && mask < fold_.pof2; mask <<= 1)
@@ -59,35 +46,33 @@ public:
     }
 
     std::size_t count() const noexcept { return count_; }
+    std::size_t scratch_bytes() const noexcept { return scratch_.size() * sizeof(T); }
 
-    template <class Policy>
-    void run(C& comm, typename Memory::template span<T> data, int tag)
+    void run(C& comm, typename Memory::template span<T> data)
     {
         const Memory memory = Memory::of(data);
-        const std::span<T> d = Memory::elements(data), none, theirs(scratch_.data(), count_);
+        const std::span<T> d = Memory::elements(data), theirs(scratch_.data(), count_);
+        auto combine_from = [&](int peer, std::span<const T> out) {
+            exchange<T>(comm, tag_, peer, out, peer, theirs, cut_, requests_);
+            memory.template combine<Policy>(d, std::span<const T>(theirs));
+            memory.synchronize();
+        };
         memory.synchronize(); // the caller's queued work on data ends before the first send
-        if (fold_.sits_out(rank_))
-            return sit_out<T>(comm, tag, d, cut_, cut_, requests_);
-        if (fold_.absorbs(rank_)) {
-            exchange<T>(comm, tag, rank_, none, rank_ - 1, theirs, cut_, requests_);
-            memory.template combine<Policy>(d, std::span<const T>(theirs));
-            memory.synchronize();
-        }
-        for (int peer : peers_) {
-            exchange<T>(comm, tag, peer, d, peer, theirs, cut_, requests_);
-            memory.template combine<Policy>(d, std::span<const T>(theirs));
-            memory.synchronize();
-        }
-        memory.template finish<Policy>(d, size_);
-        memory.canonicalize_nan(d);
-        memory.synchronize();
-        if (fold_.absorbs(rank_))
-            exchange<T>(comm, tag, rank_ - 1, d, rank_, none, cut_, requests_);
+        run_folded<T>(
+            comm, fold_, tag_, d, cut_, cut_, requests_, [&](int lower) { combine_from(lower, {}); },
+            [&] {
+                for (int peer : peers_)
+                    combine_from(peer, d);
+                memory.template finish<Policy>(d, size_);
+                memory.canonicalize_nan(d);
+                memory.synchronize();
+            });
     }
 
 private:
     int rank_, size_;
     std::size_t count_;
+    int tag_;
     folding fold_;
     message_cut cut_;
     std::vector<int> peers_;

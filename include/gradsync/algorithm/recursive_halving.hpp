@@ -1,12 +1,13 @@
 // Recursive halving (Rabenseifner): reduce-scatter by vector halving with distance
 // doubling, then allgather by vector doubling with distance halving.
 //
-// Cost (P = largest power of two <= N, M bytes per rank, alpha per message, beta per byte,
-// gamma per byte combined):
-//   2*log2(P)*alpha + 2*(P-1)/P*M*beta + (P-1)/P*M*gamma
-// plus, when N is not a power of two, 2*alpha + 2*M*beta + M*gamma for the folding
-// (MPICH's: rank 2i hands its vector to rank 2i+1 and gets the result back). In a memory
-// space (Memory, algorithm/memory.hpp) the same messages carry the same bits, gamma is a
+// Cost (P = largest power of two <= N, F = 1 when N is not a power of two, else 0, M bytes
+// per rank, alpha per message, beta per byte sent, gamma per byte combined;
+// planner::recursive_halving_cost, checked by tests/test_cost_formulas.cpp): log2(P) steps
+// each way over the P ranks, plus F times the folding (MPICH's: rank 2i hands its vector
+// to rank 2i+1 and gets the result back).
+// cost: 2*log2(P)*alpha + 2*(P-1)/P*M*beta + (P-1)/P*M*gamma + F*(2*alpha + 2*M*beta + M*gamma)
+// In a memory space (Memory, algorithm/memory.hpp) the same messages carry the same bits, gamma is a
 // kernel's, and (log2(P)+2)*sigma is added for the space synchronizations (before the first
 // send, after each step's combines and after the finish); scratch is then half the vector
 // (the whole vector on a rank that absorbs a folded neighbour).
@@ -21,42 +22,27 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <type_traits>
 #include <vector>
 
-#include <gradsync/algorithm/adasum_recursive_halving.hpp>
-#include <gradsync/algorithm/exchange.hpp>
-#include <gradsync/algorithm/memory.hpp>
-#include <gradsync/algorithm/schedule.hpp>
-#include <gradsync/communicator.hpp>
-#include <gradsync/layout.hpp>
-#include <gradsync/policy/adasum.hpp>
-#include <gradsync/types.hpp>
+#include <gradsync/plan.hpp>
 
 namespace gradsync {
-
-template <element T, communicator C, class Memory = host_memory>
-class recursive_halving_plan;
 
 struct recursive_halving {
     static constexpr std::uint32_t code = 2;
     static constexpr const char* name = "recursive_halving";
-    // The plan for element type T over communicator C with policy P, the vector in Memory
-    // (Adasum's plan: host memory only).
-    template <element T, communicator C, class P, class Memory = host_memory>
-    using plan = std::conditional_t<is_adasum<P>, adasum_recursive_halving_plan<T, C>,
-                                    recursive_halving_plan<T, C, Memory>>;
 };
 
-template <element T, communicator C, class Memory>
-class recursive_halving_plan {
+// Policy: an elementwise policy that Memory combines.
+template <element T, communicator C, class Policy, class Memory = host_memory>
+class recursive_halving_plan : public plan_types<recursive_halving, C, typename Memory::template span<T>> {
 public:
-    recursive_halving_plan(const C& comm, const layer_layout& layout, const recursive_halving&, const pipeline_options& pipe)
-        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), fold_(size_), plain_{eager_limit(comm), 0},
-          piped_{eager_limit(comm), pipe.segment_bytes},
+    recursive_halving_plan(const C& comm, const layer_layout& layout, const plan_options<recursive_halving>& options)
+        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), tag_(options.tag), fold_(size_),
+          plain_{eager_limit(comm), 0}, piped_{eager_limit(comm), options.pipeline.segment_bytes},
           steps_(fold_.sits_out(rank_) ? std::vector<halving_step>()
                                        : halving_schedule(fold_, fold_.virtual_rank(rank_), count_)),
-          scratch_(scratch_elems<T, Memory>(largest_combined(), pipe))
+          scratch_(scratch_elems<T, Memory>(largest_combined(), options.pipeline))
     {
         std::size_t requests = 0;
         if (fold_.sits_out(rank_) || fold_.absorbs(rank_))
@@ -68,31 +54,31 @@ public:
     }
 
     std::size_t count() const noexcept { return count_; }
+    std::size_t scratch_bytes() const noexcept { return scratch_.size() * sizeof(T); }
 
-    template <class Policy>
-    void run(C& comm, typename Memory::template span<T> data, int tag)
+    void run(C& comm, typename Memory::template span<T> data)
     {
         const Memory memory = Memory::of(data);
-        const std::span<T> d = Memory::elements(data), none, scratch(scratch_.data(), scratch_.size());
+        const std::span<T> d = Memory::elements(data), scratch(scratch_.data(), scratch_.size());
         memory.synchronize(); // the caller's queued work on data ends before the first send
-        if (fold_.sits_out(rank_))
-            return sit_out<T>(comm, tag, d, piped_, plain_, requests_);
-        if (fold_.absorbs(rank_))
-            exchange_combine<Policy, T>(comm, tag, rank_, none, rank_ - 1, d, scratch, piped_, requests_, memory);
-        for (const halving_step& s : steps_)
-            exchange_combine<Policy, T>(comm, tag, s.peer, part(d, s.send), s.peer, part(d, s.keep), scratch, piped_,
-                                        requests_, memory);
-        memory.template finish<Policy>(steps_.empty() ? d : part(d, steps_.back().keep), size_);
-        memory.synchronize();
-        for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
-            exchange<T>(comm, tag, s->peer, part(d, s->keep), s->peer, part(d, s->send), plain_, requests_);
-        if (fold_.absorbs(rank_))
-            exchange<T>(comm, tag, rank_ - 1, d, rank_, none, plain_, requests_);
+        run_folded<T>(
+            comm, fold_, tag_, d, piped_, plain_, requests_,
+            [&](int lower) {
+                exchange_combine<Policy, T>(comm, tag_, rank_, {}, lower, d, scratch, piped_, requests_, memory);
+            },
+            [&] {
+                for (const halving_step& s : steps_)
+                    exchange_combine<Policy, T>(comm, tag_, s.peer, block_span(d, s.send), s.peer,
+                                                block_span(d, s.keep), scratch, piped_, requests_, memory);
+                memory.template finish<Policy>(steps_.empty() ? d : block_span(d, steps_.back().keep), size_);
+                memory.synchronize();
+                for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
+                    exchange<T>(comm, tag_, s->peer, block_span(d, s->keep), s->peer, block_span(d, s->send), plain_,
+                                requests_);
+            });
     }
 
 private:
-    static std::span<T> part(std::span<T> data, block b) { return data.subspan(b.begin, b.size()); }
-
     // The largest block this rank combines into: the whole vector where it absorbs a neighbour.
     std::size_t largest_combined() const noexcept
     {
@@ -104,6 +90,7 @@ private:
 
     int rank_, size_;
     std::size_t count_;
+    int tag_;
     folding fold_;
     message_cut plain_, piped_;
     std::vector<halving_step> steps_;

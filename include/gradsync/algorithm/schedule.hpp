@@ -16,6 +16,7 @@
 
 #include <bit>
 #include <cstddef>
+#include <span>
 #include <vector>
 
 namespace gradsync {
@@ -26,6 +27,13 @@ struct block {
     std::size_t size() const noexcept { return end - begin; }
     bool operator==(const block&) const = default;
 };
+
+// The elements of block b of data.
+template <class T>
+constexpr std::span<T> block_span(std::span<T> data, block b) noexcept
+{
+    return data.subspan(b.begin, b.size());
+}
 
 constexpr block block_of(std::size_t count, int parts, int i) noexcept
 {

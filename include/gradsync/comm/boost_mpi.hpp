@@ -131,8 +131,7 @@ private:
 
     std::string prefix(const char* what) const
     {
-        return "gradsync::boost_mpi_communicator (rank " + std::to_string(rank()) + " of " + std::to_string(size()) +
-            "): " + what + " failed: ";
+        return "gradsync::boost_mpi_communicator (" + where(*this) + "): " + what + " failed: ";
     }
 
     boost::mpi::communicator comm_;

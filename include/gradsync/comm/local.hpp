@@ -4,10 +4,9 @@
 // (MPI's non-overtaking order per source and tag); whichever side arrives second copies the
 // bytes straight from the sender's buffer into the receiver's, outside every lock, so two
 // pairs exchanging large messages copy in parallel. Waiting first polls with
-// sched_yield (a busy spin measured slower on a loaded 2-core machine, where the spinning
-// rank steals the core its peer needs; sleeping at once measured up to 10x slower on an
-// idle virtual machine, where waking a halted vCPU is slow), then sleeps on the rank's
-// condition variable.
+// sched_yield, then sleeps on the rank's condition variable: a busy spin takes the core a
+// peer may need, and sleeping at once pays for waking (docs/results.md, "local_group
+// against memcpy").
 //
 // A local_communicator belongs to its rank's thread: post and wait from that thread only.
 //
@@ -44,8 +43,8 @@ class local_communicator;
 
 // How a group moves a matched message's bytes. function returns nullptr on success, else
 // what failed (both requests then fail with a communication_error). gradsync::device_copy
-// (<gradsync/device/cuda.hpp>) moves GPU memory, so ranks sharing a GPU exchange device
-// buffers directly.
+// (<gradsync/comm/local_device_copy.hpp>) moves GPU memory, so ranks sharing a GPU exchange
+// device buffers directly.
 struct local_copy {
     const char* (*function)(void* dst, const void* src, std::size_t bytes) = nullptr; // null: std::memcpy
     bool device_memory = false; // whether function moves device memory
@@ -132,33 +131,12 @@ public:
     request isend(std::span<const std::byte> data, int peer, int tag)
     {
         detail::local_op* op = post(true, peer, tag, data.data(), nullptr, data.size());
-        detail::local_rank_state& box = *group_->ranks_[std::size_t(peer)];
-        detail::local_op* match;
-        {
-            std::lock_guard lock(box.mutex);
-            match = box.recvs.take([&](const detail::local_op* r) { return r->peer == rank_ && r->tag == tag; });
-            if (!match)
-                box.sends.push(op);
-        }
-        if (match)
-            transfer(op, match);
-        return request(this, op);
+        return start(op, *group_->ranks_[std::size_t(peer)]);
     }
 
     request irecv(std::span<std::byte> data, int peer, int tag)
     {
-        detail::local_op* op = post(false, peer, tag, nullptr, data.data(), data.size());
-        detail::local_rank_state& box = self();
-        detail::local_op* match;
-        {
-            std::lock_guard lock(box.mutex);
-            match = box.sends.take([&](const detail::local_op* s) { return s->owner == peer && s->tag == tag; });
-            if (!match)
-                box.recvs.push(op);
-        }
-        if (match)
-            transfer(match, op);
-        return request(this, op);
+        return start(post(false, peer, tag, nullptr, data.data(), data.size()), self());
     }
 
     void wait(request& r)
@@ -237,6 +215,28 @@ private:
     }
 
     // Called by whichever side matched second; the copy runs outside every lock.
+    // Matches op with the oldest pending operation of the other kind between the same two
+    // ranks and tag in box, the receiver's mailbox, where both kinds wait; or queues it there.
+    request start(detail::local_op* op, detail::local_rank_state& box)
+    {
+        detail::local_queue& same = op->is_send ? box.sends : box.recvs;
+        detail::local_queue& other = op->is_send ? box.recvs : box.sends;
+        detail::local_op* match;
+        {
+            std::lock_guard lock(box.mutex);
+            match = other.take([&](const detail::local_op* o) {
+                return o->owner == op->peer && o->peer == op->owner && o->tag == op->tag;
+            });
+            if (!match)
+                same.push(op);
+        }
+        if (match && op->is_send)
+            transfer(op, match);
+        else if (match)
+            transfer(match, op);
+        return request(this, op);
+    }
+
     void transfer(detail::local_op* send, detail::local_op* recv)
     {
         if (send->size != recv->size) {

@@ -43,7 +43,7 @@ inline int mpi_ranks_per_node(MPI_Comm comm, const char* who)
     if (MPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
         throw communication_error(std::string(who) + ": MPI_Allreduce failed");
     if (agreed[0] < 1 || agreed[0] != -agreed[1])
-        throw usage_error(std::string(who) + " (rank " + std::to_string(rank) + " of " + std::to_string(size) +
+        throw usage_error(std::string(who) + " (" + where(rank, size) +
                           "): nodes do not hold equal numbers of consecutive ranks; give "
                           "hierarchical{.ranks_per_node} explicitly");
     return agreed[0];
@@ -95,8 +95,7 @@ public:
         int provided = MPI_THREAD_SINGLE;
         check(MPI_Query_thread(&provided), "MPI_Query_thread");
         if (provided < MPI_THREAD_SERIALIZED)
-            throw usage_error(std::string(who) + " (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-                              "): MPI provides " +
+            throw usage_error(std::string(who) + " (" + where(*this) + "): MPI provides " +
                               (provided == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE" : "MPI_THREAD_FUNNELED") +
                               ", but a communication thread needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE: "
                               "initialise with MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
@@ -131,9 +130,8 @@ public:
             int got = 0;
             check(MPI_Get_count(&status, r.type[i], &got), "MPI_Get_count");
             if (got != r.expected[i])
-                throw communication_error("gradsync::mpi_communicator (rank " + std::to_string(rank_) + " of " +
-                                          std::to_string(size_) + "): a message from rank " + std::to_string(r.peer) +
-                                          " is shorter than the receive posted for it");
+                throw communication_error("gradsync::mpi_communicator (" + where(*this) + "): a message from rank " +
+                                          std::to_string(r.peer) + " is shorter than the receive posted for it");
         }
     }
 
@@ -152,9 +150,8 @@ private:
     void post(std::byte* p, std::size_t n, int peer, int tag, request& r, start_fn start, const char* what)
     {
         if (peer < 0 || peer >= size_)
-            throw usage_error("gradsync::mpi_communicator (rank " + std::to_string(rank_) + " of " +
-                              std::to_string(size_) + "): " + what + " to peer " + std::to_string(peer) +
-                              ", which is out of range");
+            throw usage_error("gradsync::mpi_communicator (" + where(*this) + "): " + what + " to peer " +
+                              std::to_string(peer) + ", which is out of range");
         r.peer = peer;
         if (n <= std::size_t(INT_MAX)) {
             r.expected[0] = int(n);
@@ -178,8 +175,8 @@ private:
         char text[MPI_MAX_ERROR_STRING];
         int len = 0;
         MPI_Error_string(rc, text, &len);
-        throw communication_error("gradsync::mpi_communicator (rank " + std::to_string(rank_) + " of " +
-                                  std::to_string(size_) + "): " + what + " failed: " + std::string(text, std::size_t(len)));
+        throw communication_error("gradsync::mpi_communicator (" + where(*this) + "): " + what +
+                                  " failed: " + std::string(text, std::size_t(len)));
     }
 
     MPI_Comm comm_;

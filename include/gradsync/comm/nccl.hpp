@@ -1,11 +1,9 @@
 // nccl_communicator: the communicator concept over NCCL point-to-point (ncclSend/ncclRecv on
-// one CUDA stream), and nccl_passthrough, an algorithm tag that hands Sum and Average to
-// ncclAllReduce: the baseline the device plans are compared against.
+// one CUDA stream).
 //
 //   gradsync::nccl_communicator comm(nccl_comm, stream);   // non-owning
 //   gradsync::allreduce(comm, gradsync::device_span<float>(grad, n, stream), gradsync::average{},
 //                       gradsync::ring{});                  // device plan, messages via NCCL
-//   gradsync::allreduce(comm, span, gradsync::sum{}, gradsync::nccl_passthrough{});
 //
 // Messages: the sends and receives posted between two waits form one NCCL group
 // (ncclGroupStart at the first post, ncclGroupEnd at the next wait), which NCCL runs as a
@@ -14,7 +12,8 @@
 // polls it and ncclCommGetAsyncError, so a failed peer ends in a communication_error instead
 // of a hang (abort the NCCL communicator afterwards: its kernels may still be stuck).
 // Device (and managed) memory is sent directly; host memory (the agreement check's small
-// messages) goes through a stream-ordered device copy.
+// messages) goes through a stream-ordered device copy. ncclAllReduce itself is the
+// nccl_passthrough algorithm (device/nccl_passthrough.hpp).
 //
 // Limits, NCCL's: tags are ignored (messages between two ranks match in posting order, which
 // one reducer at a time satisfies; concurrent reducers need their own NCCL communicators); a
@@ -22,7 +21,7 @@
 // it out); host algorithms, which keep a window of receives and wait on them one by one, can
 // deadlock under grouping, so the device reducer runs only device plans here
 // (runs_host_algorithms = false): Sum and Average. The calling thread's current device must
-// be the communicator's. Needs nvcc (the device plans' kernels).
+// be the communicator's.
 #pragma once
 
 #include <cstddef>
@@ -38,17 +37,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <gradsync/algorithm/exchange.hpp>
 #include <gradsync/communicator.hpp>
-#include <gradsync/device/algorithm.hpp>
 #include <gradsync/device/cuda.hpp>
-#include <gradsync/device/local_copy.hpp>
-#include <gradsync/device/policy.hpp>
-#include <gradsync/device/span.hpp>
 #include <gradsync/error.hpp>
-#include <gradsync/layout.hpp>
-#include <gradsync/policy/adasum.hpp>
-#include <gradsync/types.hpp>
 
 namespace gradsync {
 
@@ -80,19 +71,6 @@ struct nccl_batch {
         cudaEventDestroy(done);
     }
 };
-
-template <class T>
-constexpr ncclDataType_t nccl_type() noexcept
-{
-    if constexpr (std::is_same_v<T, half>)
-        return ncclFloat16;
-    else if constexpr (std::is_same_v<T, bfloat16>)
-        return ncclBfloat16;
-    else if constexpr (std::is_same_v<T, float>)
-        return ncclFloat32;
-    else
-        return ncclFloat64;
-}
 
 } // namespace detail
 
@@ -250,56 +228,6 @@ private:
     int rank_ = 0;
     int size_ = 0;
     std::shared_ptr<detail::nccl_batch> open_;
-};
-
-// Sum or Average by one ncclAllReduce (Average: the sum scaled by 1/N with the device
-// kernel, as average::finish). Cost: NCCL's (ring or tree, chosen by NCCL).
-struct nccl_passthrough {
-    static constexpr std::uint32_t code = 16;
-    static constexpr const char* name = "nccl_passthrough";
-};
-
-template <element T, communicator C, class Policy, class Space>
-class nccl_passthrough_plan {
-    static_assert(!is_adasum<Policy>, "gradsync::nccl_passthrough runs ncclAllReduce, which has no Adasum: use sum or "
-                                      "average, or Adasum with the staged transport over a host communicator");
-    static_assert(std::is_same_v<C, nccl_communicator>, "gradsync::nccl_passthrough needs an nccl_communicator");
-    static_assert(std::is_same_v<Space, cuda_stream>, "gradsync::nccl_passthrough reduces GPU memory (cuda_stream)");
-
-public:
-    nccl_passthrough_plan(const C& comm, const layer_layout& layout, const nccl_passthrough&, const pipeline_options&)
-        : size_(comm.size()), count_(layout.total())
-    {
-    }
-
-    std::size_t count() const noexcept { return count_; }
-
-    template <class P>
-    void run(C& comm, device_span<T, Space> data, int)
-    {
-        data.space().synchronize();
-        if (count_) {
-            const ncclResult_t r = ncclAllReduce(data.data(), data.data(), count_, detail::nccl_type<T>(), ncclSum,
-                                                 comm.get(), comm.stream());
-            if (r != ncclSuccess && r != ncclInProgress)
-                throw communication_error("gradsync::nccl_passthrough (" + where(comm) +
-                                          "): ncclAllReduce failed: " + ncclGetErrorString(r));
-        }
-        comm.synchronize();
-        device_finish<P>(data.space(), data.elements(), size_);
-        data.space().synchronize();
-    }
-
-private:
-    int size_;
-    std::size_t count_;
-};
-
-template <class P>
-struct device_algorithm<nccl_passthrough, P> {
-    static constexpr bool available = true;
-    template <element T, communicator C, class Space>
-    using plan = nccl_passthrough_plan<T, C, P, Space>;
 };
 
 } // namespace gradsync

@@ -5,6 +5,8 @@
 //   device_buffer<T>(n)   n elements of device memory (cudaMalloc), owning, movable
 //   pinned_buffer<T>(n)   n elements of page-locked host memory (cudaMallocHost)
 //   device_error          a CUDA runtime call failed; the message names the call
+//   detail::on_device(p)  whether p is device or managed memory (for transports that move
+//                         both kinds: comm/local_device_copy.hpp, comm/nccl.hpp)
 //
 // A communicator carries device memory when it says so: c.device_memory() returning true
 // (a local_group built with gradsync::device_copy, nccl_communicator). The kernels need nvcc:
@@ -19,7 +21,6 @@
 #include <cuda_runtime.h>
 #include <thrust/system/cuda/execution_policy.h>
 
-#include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 
 namespace gradsync {
@@ -36,6 +37,17 @@ inline void cuda_check(cudaError_t e, const char* call)
     if (e != cudaSuccess)
         throw device_error(std::string("gradsync: ") + call + " failed: " + cudaGetErrorName(e) + " (" +
                            cudaGetErrorString(e) + ")");
+}
+
+// Device or managed memory; false for host memory, pinned or not.
+inline bool on_device(const void* p) noexcept
+{
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); // not a pointer CUDA knows: host memory; clear the error
+        return false;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
 enum class cuda_memory_kind { device, pinned };
@@ -92,7 +104,7 @@ struct cuda_stream {
 
     cuda_stream(cudaStream_t s = nullptr) noexcept : stream(s) {}
 
-    auto policy() const { return thrust::cuda::par_nosync.on(stream); }
+    auto execution() const { return thrust::cuda::par_nosync.on(stream); }
     void synchronize() const { detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); }
     void copy(void* dst, const void* src, std::size_t bytes) const
     {
@@ -105,7 +117,8 @@ struct cuda_stream {
     template <class T>
     using host_buffer = pinned_buffer<T>;
 
-    template <communicator C>
+    // Any communicator; unconstrained, as this header sits below communicator.hpp.
+    template <class C>
     static bool carries(const C& c)
     {
         if constexpr (requires { { c.device_memory() } -> std::convertible_to<bool>; })

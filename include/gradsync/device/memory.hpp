@@ -17,10 +17,13 @@ namespace gradsync {
 
 template <class Space>
 struct space_memory {
+    using space_type = Space;
     template <class T>
     using span = device_span<T, Space>;
     template <class T>
     using buffer = typename Space::template buffer<T>;
+    template <class Policy>
+    static constexpr bool combines = device_elementwise<Policy>;
     static constexpr bool synchronous = false;
 
     Space space{};
@@ -49,7 +52,7 @@ struct space_memory {
     template <element T>
     void canonicalize_nan(std::span<T> x) const
     {
-        kernels::canonicalize_nan(space.policy(), x);
+        kernels::canonicalize_nan(space.execution(), x);
     }
     void synchronize() const { space.synchronize(); }
 };

@@ -20,7 +20,7 @@ concept device_elementwise = std::same_as<P, sum> || std::same_as<P, average>;
 template <device_elementwise Policy, element T, class Space>
 void device_combine(const Space& space, std::span<T> acc, std::span<const T> in)
 {
-    kernels::add(space.policy(), acc, in);
+    kernels::add(space.execution(), acc, in);
 }
 
 // Average's factor 1/N in the accumulate type, as average::finish; Sum does nothing.
@@ -30,7 +30,7 @@ void device_finish(const Space& space, std::span<T> x, int ranks)
     using A = accumulate_t<T>;
     if constexpr (std::same_as<Policy, average>)
         if (ranks > 1)
-            kernels::scale(space.policy(), x, A(1) / A(ranks));
+            kernels::scale(space.execution(), x, A(1) / A(ranks));
 }
 
 } // namespace gradsync

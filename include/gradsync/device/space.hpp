@@ -1,6 +1,6 @@
 // Memory spaces: where a device_span's elements live and how work on them runs. A space S
 // provides
-//   s.policy()               a Thrust execution policy whose kernels run in the space
+//   s.execution()            a Thrust execution policy whose kernels run in the space
 //   s.synchronize()          returns when everything queued in the space has finished
 //   s.copy(dst, src, bytes)  queues a copy between the space and host memory, either way
 //   S::buffer<T>             owning scratch of n elements in the space: buffer<T>(n).data()
@@ -15,15 +15,13 @@
 #include <cstring>
 #include <vector>
 
-#include <gradsync/communicator.hpp>
-
 namespace gradsync {
 
 template <class Exec>
 struct host_space {
     Exec exec{};
 
-    const Exec& policy() const noexcept { return exec; }
+    const Exec& execution() const noexcept { return exec; }
     // Thrust's CPU systems return when their kernels are done.
     void synchronize() const noexcept {}
     void copy(void* dst, const void* src, std::size_t bytes) const noexcept
@@ -37,7 +35,8 @@ struct host_space {
     template <class T>
     using host_buffer = std::vector<T>;
 
-    template <communicator C>
+    // Any communicator; unconstrained, as this header sits below communicator.hpp.
+    template <class C>
     static constexpr bool carries(const C&) noexcept
     {
         return true;

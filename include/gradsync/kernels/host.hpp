@@ -7,9 +7,10 @@
 // so an algorithm in which two ranks compute the same element uses it to agree on the bits.
 //
 // fp32/fp64 loops are written for the compiler's auto-vectorizer (restrict-qualified,
-// unit stride). g++ 12 does not vectorize _Float16, so fp16 goes through F16C (8 lanes of
-// cvtph2ps / cvtps2ph with round-to-nearest-even), selected at run time on CPUs that have
-// it; the scalar tail rounds identically, so results never depend on the path taken.
+// unit stride). _Float16 loops are not vectorized (docs/results.md, "Kernel notes"), so
+// fp16 goes through F16C (8 lanes of cvtph2ps / cvtps2ph with round-to-nearest-even),
+// selected at run time on CPUs that have it; the scalar tail rounds identically, so results
+// never depend on the path taken.
 #pragma once
 
 #include <bit>
@@ -61,7 +62,7 @@ inline half add_one(half a, half b) noexcept { return half(float(a) + float(b));
 inline half scale_one(half a, float f) noexcept { return half(float(a) * f); }
 
 #if GRADSYNC_HAVE_F16C_DISPATCH
-// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know it.
+// F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it.
 inline bool cpuid_f16c() noexcept
 {
     unsigned a = 0, b = 0, c = 0, d = 0;

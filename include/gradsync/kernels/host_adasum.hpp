@@ -22,14 +22,6 @@ struct dot_triple {
     double ab = 0;
     double aa = 0;
     double bb = 0;
-
-    dot_triple& operator+=(const dot_triple& o) noexcept
-    {
-        ab += o.ab;
-        aa += o.aa;
-        bb += o.bb;
-        return *this;
-    }
 };
 
 namespace detail {
@@ -188,8 +180,8 @@ GRADSYNC_SIMD void scaled_add_simd(T* out, double ca, const T* a, double cb, con
 
 // The two fp16 kernels eight doubles wide, on CPUs with AVX-512 (F, VL, DQ): fp16 is bound
 // by conversions, which the wider units halve. fp32 and fp64 stay on AVX2: the 512-bit
-// units' clock changes between messages cost them more than they save (bench_allreduce_mpi
-// adasum measured 1 MiB of fp32 8-15% slower with them, 16 MiB 3-5% faster).
+// units' clock changes between messages cost them more than they save (docs/results.md,
+// "Kernel notes").
 #define GRADSYNC_SIMD512 __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma,f16c")))
 
 inline bool cpu_has_avx512() noexcept
@@ -199,7 +191,7 @@ inline bool cpu_has_avx512() noexcept
     return has;
 }
 
-// The zero-masking forms: g++ 12's unmasked ones read an undefined register (-Wuninitialized).
+// The zero-masking forms: the unmasked ones read an undefined register (-Wuninitialized).
 GRADSYNC_SIMD512 inline __m512d widen(__m256 v) noexcept { return _mm512_maskz_cvtps_pd(0xff, v); }
 GRADSYNC_SIMD512 inline __m512d load8(const half* p) noexcept
 {

@@ -9,8 +9,8 @@
 //   triple(exec, a, b, result, ws)       *result = [a.b, a.a, b.b]
 //   canonicalize_nan(exec, x)            every NaN becomes the host kernel's quiet NaN
 //
-// Preconditions: every span (and result, ws) lies in memory the policy's kernels can reach;
-// operands have equal sizes (else usage_error). Kernels are queued on the policy: with
+// Preconditions: every span (and result, ws) lies in memory that exec's kernels can reach;
+// operands have equal sizes (else usage_error). Kernels are queued on exec: with
 // par_nosync the call returns before they finish. Cost: one pass over the operands
 // (memory-bound); triple adds about log64(n/256) small passes over partials.
 //
@@ -193,10 +193,8 @@ struct canonical_nan_op {
 };
 
 // Visits i = j, j + lanes, ... (< n) in increasing order, loading B of them before using
-// them: a GPU thread needs several loads in flight to keep memory busy. One at a time, the
-// triple of 256 MiB ran at 42% (fp16) to 70% (fp64) of a device-to-device copy's bandwidth
-// on an H200, batched at 61% to 89% (docs/results.md); the batch sizes below were the
-// fastest measured there.
+// them: a GPU thread needs several loads in flight to keep memory busy. The batch sizes
+// below are the fastest found (docs/results.md, "Kernel notes").
 template <std::size_t B, class Load, class Use>
 GRADSYNC_HD void strided_in_batches(std::size_t j, std::size_t n, std::size_t lanes, Load load, Use use)
 {

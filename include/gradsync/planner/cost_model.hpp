@@ -3,26 +3,13 @@
 // by least squares to measured (bytes, seconds) samples.
 //
 // Link parameters (the classic alpha-beta-gamma model): alpha seconds per message, beta
-// seconds per byte sent, gamma seconds per byte combined. With N ranks and P the largest
-// power of two <= N:
-//   ring                 a = 2(N-1) alpha
-//                        b = 2(N-1)/N beta + (N-1)/N gamma
-//   recursive halving    a = 2 log2(P) alpha
-//                        b = 2(P-1)/P beta + (P-1)/P gamma
-//     N not a power of two adds the folding (rank 2i hands its vector to 2i+1 and gets the
-//     result back): 2 alpha to a, 2 beta + gamma to b.
-//   hierarchical (k ranks per node, N/k nodes): ring reduce-scatter and allgather inside the
-//     node over all M bytes, then recursive halving between nodes over the M/k shard:
-//                        a = 2(k-1) alpha + a_rh(inter, N/k)
-//                        b = 2(k-1)/k beta + (k-1)/k gamma + b_rh(inter, N/k)/k
-//   Adasum by recursive halving over `layers` layers: every halving step s = 1..log2(P) is
-//     followed by the exchange of one [a.b, a.a, b.b] triple (24 bytes) per layer within
-//     the 2^s ranks sharing the vector, by recursive doubling (s messages), and combining
-//     passes over the data twice (triples, then the scaled add), so gamma counts twice:
-//                        a = a_rh + log2(P)(log2(P)+1)/2 (alpha + 24 layers beta)
-//                        b = 2(P-1)/P beta + 2(P-1)/P gamma   (+ 2 beta + 2 gamma folding)
-//     The triple term depends on the layer count of the group reduced, so a plan using this
-//     cost prices every group as if it held `layers` layers.
+// seconds per byte sent, gamma seconds per byte combined. The formulas are those at the top
+// of each algorithm's header (the `// cost:` line of include/gradsync/algorithm/*.hpp); a is
+// their part without M, b their coefficient of M. tests/test_cost_formulas.cpp checks that
+// these functions agree.
+//
+// The Adasum costs hold a term per layer (the triple exchanges), so a plan using one prices
+// every group as if it held `layers` layers.
 #pragma once
 
 #include <bit>
@@ -76,6 +63,28 @@ inline void check_ranks(int ranks, const char* who)
         throw usage_error(std::string(who) + ": ranks must be at least 1, got " + std::to_string(ranks));
 }
 
+// log2(P) for P the largest power of two <= ranks, and whether ranks folds (is not P).
+inline double steps(int ranks) { return std::countr_zero(std::bit_floor(unsigned(ranks))); }
+inline bool folds(int ranks) { return !std::has_single_bit(unsigned(ranks)); }
+
+// Folding (recursive halving and doubling, N not a power of two): rank 2i hands its vector
+// to rank 2i+1, which combines it and sends the result back.
+inline void add_folding(linear_cost& c, const link_parameters& link, int ranks)
+{
+    if (folds(ranks)) {
+        c.a += 2 * link.alpha;
+        c.b += 2 * link.beta + link.gamma;
+    }
+}
+
+// Adasum combines each byte twice (the triples, then the scaled add).
+inline link_parameters adasum_link(const link_parameters& link)
+{
+    link_parameters twice = link;
+    twice.gamma *= 2;
+    return twice;
+}
+
 } // namespace detail
 
 inline linear_cost ring_cost(const link_parameters& link, int ranks)
@@ -91,12 +100,19 @@ inline linear_cost recursive_halving_cost(const link_parameters& link, int ranks
     detail::check_link(link, "gradsync::planner::recursive_halving_cost");
     detail::check_ranks(ranks, "gradsync::planner::recursive_halving_cost");
     const unsigned p = std::bit_floor(unsigned(ranks));
-    const double steps = std::countr_zero(p), f = (double(p) - 1) / double(p);
-    linear_cost c{2 * steps * link.alpha, 2 * f * link.beta + f * link.gamma};
-    if (unsigned(ranks) != p) {
-        c.a += 2 * link.alpha;
-        c.b += 2 * link.beta + link.gamma;
-    }
+    const double f = (double(p) - 1) / double(p);
+    linear_cost c{2 * detail::steps(ranks) * link.alpha, 2 * f * link.beta + f * link.gamma};
+    detail::add_folding(c, link, ranks);
+    return c;
+}
+
+inline linear_cost recursive_doubling_cost(const link_parameters& link, int ranks)
+{
+    detail::check_link(link, "gradsync::planner::recursive_doubling_cost");
+    detail::check_ranks(ranks, "gradsync::planner::recursive_doubling_cost");
+    const double steps = detail::steps(ranks);
+    linear_cost c{steps * link.alpha, steps * (link.beta + link.gamma)};
+    detail::add_folding(c, link, ranks);
     return c;
 }
 
@@ -118,12 +134,28 @@ inline linear_cost recursive_halving_adasum_cost(const link_parameters& link, in
 {
     detail::check_link(link, "gradsync::planner::recursive_halving_adasum_cost");
     detail::check_ranks(ranks, "gradsync::planner::recursive_halving_adasum_cost");
-    link_parameters twice = link;
-    twice.gamma *= 2;
-    linear_cost c = recursive_halving_cost(twice, ranks);
-    const double steps = std::countr_zero(std::bit_floor(unsigned(ranks)));
+    linear_cost c = recursive_halving_cost(detail::adasum_link(link), ranks);
+    const double steps = detail::steps(ranks);
     c.a += steps * (steps + 1) / 2 * (link.alpha + 24.0 * double(layers) * link.beta);
     return c;
+}
+
+inline linear_cost ring_adasum_cost(const link_parameters& link, int ranks, std::size_t layers)
+{
+    detail::check_link(link, "gradsync::planner::ring_adasum_cost");
+    detail::check_ranks(ranks, "gradsync::planner::ring_adasum_cost");
+    linear_cost c = ring_cost(detail::adasum_link(link), ranks);
+    // Each of the N-1 links sums the triples by recursive doubling: log2(P) + 2F messages.
+    const double messages = detail::steps(ranks) + (detail::folds(ranks) ? 2 : 0);
+    c.a += double(ranks - 1) * messages * (link.alpha + 24.0 * double(layers) * link.beta);
+    return c;
+}
+
+inline linear_cost recursive_doubling_adasum_cost(const link_parameters& link, int ranks)
+{
+    detail::check_link(link, "gradsync::planner::recursive_doubling_adasum_cost");
+    detail::check_ranks(ranks, "gradsync::planner::recursive_doubling_adasum_cost");
+    return recursive_doubling_cost(detail::adasum_link(link), ranks);
 }
 
 struct fit_result {

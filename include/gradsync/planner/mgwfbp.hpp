@@ -1,5 +1,6 @@
 // MG-WFBP merged-gradient plan: Algorithm 1 of Shi et al., "MG-WFBP: Efficient Data
-// Communication for Distributed Synchronous SGD Algorithms", as DESIGN.md §5 spells it.
+// Communication for Distributed Synchronous SGD Algorithms", step for step
+// (docs/planner.md, "MG-WFBP, step by step").
 //
 // With tb(l) the backward time, tau_b(l) = tau_b(l+1) + tb(l+1) its start (tau_b(L-1) = 0),
 // tc(l) = T(bytes(l)) and tau_c(l) = max(tau_c(l+1) + tc(l+1), tau_b(l) + tb(l)) the start

@@ -1,5 +1,5 @@
 // Layer profile of a network (parameters and measured times per layer, in forward order)
-// and its CSV form (DESIGN.md §5).
+// and its CSV form (docs/planner.md, "Profile CSV").
 //
 // CSV: a header row naming the columns, then one row per layer in forward order. Columns
 // `name`, `params` (non-negative integer, no sign or decimal point) and `backward_ms`

@@ -1,4 +1,4 @@
-// Plans and their simulated timeline (DESIGN.md §5).
+// Plans and their simulated timeline (docs/planner.md, "The model").
 //
 // Layers l = 0..L-1 in forward order; backward runs L-1 down to 0, so layer l's gradient
 // is ready at r(l) = sum over k >= l of tb(k). A plan lists groups in communication order
@@ -7,7 +7,9 @@
 // max(end of the previous group, r(min G)) and lasts T(bytes of G) (nothing for a group
 // without parameters). The predicted time is max(end of the last group, r(0)).
 //
-// Cost: O(L) for simulate and validate_plan.
+// The plan type and validate_plan are in planner/plan.hpp.
+//
+// Cost: O(L) for simulate.
 #pragma once
 
 #include <algorithm>
@@ -18,50 +20,10 @@
 
 #include <gradsync/error.hpp>
 #include <gradsync/planner/cost_model.hpp>
+#include <gradsync/planner/plan.hpp>
 #include <gradsync/planner/profile.hpp>
 
 namespace gradsync::planner {
-
-using plan = std::vector<std::vector<std::size_t>>;
-
-// usage_error unless the plan covers layers 0..layers-1 exactly once, in non-empty groups
-// of consecutive ascending layers, the groups in backward order.
-inline void validate_plan(const plan& p, std::size_t layers)
-{
-    const std::string who = "gradsync::planner: invalid plan for " + std::to_string(layers) + " layers: ";
-    std::vector<std::size_t> group_of(layers, p.size());
-    for (std::size_t g = 0; g < p.size(); ++g) {
-        if (p[g].empty())
-            throw usage_error(who + "group " + std::to_string(g) + " is empty");
-        for (std::size_t l : p[g]) {
-            if (l >= layers)
-                throw usage_error(who + "group " + std::to_string(g) + " lists layer " + std::to_string(l) +
-                                  ", which does not exist");
-            if (group_of[l] != p.size())
-                throw usage_error(who + "layer " + std::to_string(l) + " appears twice (in group " +
-                                  (group_of[l] == g ? std::to_string(g) + " twice"
-                                                    : std::to_string(group_of[l]) + " and group " + std::to_string(g)) +
-                                  ")");
-            group_of[l] = g;
-        }
-    }
-    for (std::size_t l = 0; l < layers; ++l)
-        if (group_of[l] == p.size())
-            throw usage_error(who + "layer " + std::to_string(l) + " is in no group");
-    std::size_t next_top = layers; // one past the highest layer the next group must hold
-    for (std::size_t g = 0; g < p.size(); ++g) {
-        for (std::size_t i = 1; i < p[g].size(); ++i)
-            if (p[g][i] != p[g][i - 1] + 1)
-                throw usage_error(who + "group " + std::to_string(g) + " is not a run of consecutive ascending layers (" +
-                                  std::to_string(p[g][i - 1]) + " is followed by " + std::to_string(p[g][i]) + ")");
-        if (p[g].back() + 1 != next_top)
-            throw usage_error(who + "group " + std::to_string(g) + " holds layers " + std::to_string(p[g].front()) +
-                              ".." + std::to_string(p[g].back()) + " but should end at layer " +
-                              std::to_string(next_top - 1) +
-                              " (groups go in backward order, the group holding the last layer first)");
-        next_top = p[g].front();
-    }
-}
 
 // r(l) = tb(l) + r(l+1), summed from the last layer down, the one order every planner uses
 // so that their times agree to the bit. usage_error names a layer with an invalid time.

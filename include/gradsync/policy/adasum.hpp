@@ -9,7 +9,7 @@
 // so A(x, 0) = x, A(0, 0) = 0, A(v, v) = v, and A(x, y) = x + y when x is orthogonal to y.
 // It is applied per layer of a fused buffer. Unlike Sum it is not elementwise: the
 // algorithms need the layer layout and a dot-product triple per layer, so every algorithm
-// has an Adasum plan of its own (chosen by the algorithm tag's plan<T, C, Policy>).
+// has an Adasum plan of its own (the table, plan_table.hpp, chooses it).
 #pragma once
 
 #include <cfloat>

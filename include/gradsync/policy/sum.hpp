@@ -7,6 +7,7 @@
 // makes every algorithm's result bitwise identical on all ranks.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <span>
 
@@ -45,12 +46,14 @@ struct average : sum {
     }
 };
 
-// What an elementwise policy provides to the algorithms.
-template <class P, class T>
-concept elementwise_policy = element<T> && requires(std::span<T> acc, std::span<const T> in, int n) {
+// What an elementwise policy provides to the plans (shown for float; a policy serves every
+// element type).
+template <class P>
+concept elementwise_policy = requires(std::span<float> acc, std::span<const float> in, int n) {
     { P::code } -> std::convertible_to<std::uint32_t>;
-    P::template combine<T>(acc, in);
-    P::template finish<T>(acc, n);
+    { P::name } -> std::convertible_to<const char*>;
+    P::template combine<float>(acc, in);
+    P::template finish<float>(acc, n);
 };
 
 } // namespace gradsync

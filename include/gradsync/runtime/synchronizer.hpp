@@ -6,14 +6,15 @@
 //       backward: for l = L-1 down to 0: compute layer l's gradient, then sync.ready(l, grad_l);
 //       sync.wait();   // every group reduced (or the first error rethrown)
 //
-// A plan lists groups in communication order; each group is a contiguous ascending run of
-// 0-based forward-order layer indices, and the groups come in backward order (the group
-// holding layer L-1 first); every layer is in exactly one group. The planner's
-// gradsync::planner::plan is this type.
+// The plan, a gradsync::planner::plan (planner/plan.hpp), lists groups in communication
+// order; each group is a contiguous ascending run of 0-based forward-order layer indices,
+// and the groups come in backward order (the group holding layer L-1 first); every layer is
+// in exactly one group.
 //
 // Cost per iteration: one allreduce per group (G groups, G reducers planned once), started
 // as soon as the group's lowest layer is ready, so the iteration ends at
-// max(end of backward, end of the last group's allreduce) as DESIGN.md §5 simulates. A group
+// max(end of backward, end of the last group's allreduce), as the planner's timeline
+// simulates (docs/planner.md). A group
 // whose non-empty layers are adjacent in memory in forward order (one flat gradient buffer;
 // a group with one non-empty layer always is) is reduced in place; otherwise it is copied
 // into a fusion buffer (allocated once, sized for the largest group), reduced and copied
@@ -76,15 +77,18 @@
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/layout.hpp>
+#include <gradsync/plan.hpp>
+#include <gradsync/plan_table.hpp>
+#include <gradsync/planner/plan.hpp>
+#include <gradsync/policy/reduction_policy.hpp>
 #include <gradsync/policy/sum.hpp>
-#include <gradsync/runtime/plan_check.hpp>
 #include <gradsync/types.hpp>
 #include <gradsync/verify.hpp>
 
 namespace gradsync {
 
 struct synchronizer_options {
-    int tag = 24302; // not reducer_options{}.tag: see the header comment
+    int tag = tags::synchronizer; // not reducer_options{}.tag: see the header comment
     pipeline_options pipeline{};
     // Longest time wait() may block; zero waits for ever. See "Deadline" above.
     std::chrono::nanoseconds deadline{0};
@@ -96,19 +100,17 @@ struct group_times {
     std::chrono::steady_clock::time_point end{};
 };
 
-template <element T, communicator C, class Policy = sum, class Algorithm = automatic>
+template <element T, communicator C, reduction_policy Policy = sum, allreduce_algorithm Algorithm = automatic>
 class synchronizer {
 public:
-    using plan_type = std::vector<std::vector<std::size_t>>;
-
-    synchronizer(C& comm, std::span<const std::size_t> layer_sizes, plan_type plan, Policy = {},
+    synchronizer(C& comm, std::span<const std::size_t> layer_sizes, planner::plan plan, Policy = {},
                  Algorithm algorithm = {}, synchronizer_options options = {})
         : comm_(&comm), sizes_(layer_sizes.begin(), layer_sizes.end()), plan_(std::move(plan)),
           spans_(sizes_.size()), times_(plan_.size()), deadline_(options.deadline)
     {
         if (deadline_.count() < 0)
             throw usage_error("gradsync::synchronizer (" + where(comm) + "): the deadline must not be negative");
-        const std::string problem = detail::plan_problem(plan_, sizes_.size());
+        const std::string problem = planner::plan_problem(plan_, sizes_.size());
         if constexpr (requires { comm.check_thread_support("gradsync::synchronizer"); })
             comm.check_thread_support("gradsync::synchronizer");
         agree(options, algorithm, problem.empty());
@@ -212,7 +214,7 @@ public:
         return times_;
     }
 
-    const plan_type& plan() const noexcept { return plan_; }
+    const planner::plan& plan() const noexcept { return plan_; }
     std::span<const std::size_t> layer_sizes() const noexcept { return sizes_; }
 
 private:
@@ -242,23 +244,10 @@ private:
             described.insert(described.end(), group.begin(), group.end());
         }
         const layer_layout layout(0, sizes_);
-        signature s;
-        s.value[signature::element_type] = element_traits<T>::code;
-        s.value[signature::policy] = Policy::code;
-        s.value[signature::algorithm] = Algorithm::code;
-        if constexpr (requires { algorithm.parameter(); })
-            s.value[signature::algorithm_parameter] = algorithm.parameter();
-        s.value[signature::count] = layout.total();
-        s.value[signature::layer_sum] = layout.total();
+        signature s = call_signature<T, Policy>(*comm_, layout.total(), layout,
+                                                reducer_options{options.tag, options.pipeline}.for_plan(algorithm));
         s.value[signature::layers] = sizes_.size();
         s.value[signature::layout_fingerprint] = layer_layout(0, described).fingerprint();
-        s.value[signature::segment_bytes] = options.pipeline.segment_bytes;
-        s.value[signature::window] = std::uint64_t(options.pipeline.window);
-        s.value[signature::eager_limit] = eager_limit(*comm_);
-        s.value[signature::tag] = std::uint64_t(options.tag);
-        s.name(signature::element_type, element_traits<T>::name);
-        s.name(signature::policy, Policy::name);
-        s.name(signature::algorithm, Algorithm::name);
         try {
             verify_agreement(*comm_, s, "gradsync::synchronizer (layer sizes and plan)");
         } catch (const mismatch_error&) {
@@ -354,7 +343,7 @@ private:
 
     C* comm_;
     std::vector<std::size_t> sizes_;
-    plan_type plan_;
+    planner::plan plan_;
     std::deque<reducer_type> reducers_; // reducers neither move nor copy
     std::vector<std::size_t> lowest_;   // lowest layer of each group: readying it completes the group
     std::vector<T> fusion_;

@@ -16,20 +16,11 @@
 #include <cuda_runtime.h>
 
 #include <gradsync/comm/local.hpp>
+#include <gradsync/device/cuda.hpp>
 
 namespace gradsync {
 
 namespace detail {
-
-inline bool on_device(const void* p) noexcept
-{
-    cudaPointerAttributes a{};
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        cudaGetLastError(); // not a pointer CUDA knows: host memory; clear the error
-        return false;
-    }
-    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
-}
 
 inline const char* cuda_local_copy(void* dst, const void* src, std::size_t bytes)
 {

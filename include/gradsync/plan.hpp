@@ -1,0 +1,106 @@
+// The plan contract: what every allreduce plan provides, so that the reducers, the
+// synchronizer and automatic treat all plans alike (docs/design.md, "Plans").
+//
+// A plan is an algorithm's schedule, scratch buffers and request slots for one element type
+// T, communicator C, policy and memory, computed once when it is built:
+//   P p(comm, layout, plan_options<Algorithm>{algorithm, pipeline, tag});
+//   p.run(comm, data);      // reduces data in place; allocates nothing
+//   p.count()               // the elements it was planned for
+//   p.scratch_bytes()       // the scratch it holds
+// The policy is a template parameter of the plan type, fixed when the table
+// (plan_table.hpp) chooses it; data is P::data_type (std::span<T> for host memory, a
+// device_span for a memory space). Building a plan is local: the reducer checks that every
+// rank builds the same one (verify.hpp) before it builds it.
+//
+// Every plan's header includes this one, which brings what they all use: the communicator
+// concept, layouts, element types, schedules, exchanges and host memory.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <type_traits>
+
+#include <gradsync/algorithm/exchange.hpp>
+#include <gradsync/algorithm/memory.hpp>
+#include <gradsync/algorithm/schedule.hpp>
+#include <gradsync/communicator.hpp>
+#include <gradsync/layout.hpp>
+#include <gradsync/types.hpp>
+
+namespace gradsync {
+
+// Message tags, each below 32767, the smallest MPI_TAG_UB the MPI standard allows. The
+// reducer's and the synchronizer's defaults differ so that their messages never match; the
+// agreement check has its own so that ranks that disagree on the data tag still meet.
+namespace tags {
+inline constexpr int reducer = 24301;
+inline constexpr int synchronizer = 24302;
+inline constexpr int agreement = 32766;
+} // namespace tags
+
+template <class Algorithm>
+struct plan_options {
+    Algorithm algorithm{};
+    pipeline_options pipeline{};
+    int tag = tags::reducer;
+};
+
+// The names a plan gives the contract; plans derive from it.
+template <class Algorithm, class C, class Data>
+struct plan_types {
+    using algorithm_type = Algorithm;
+    using communicator_type = C;
+    using data_type = Data;
+};
+
+// The options of a plan that another plan runs inside it (automatic, hierarchical, Adasum's
+// triple sums): the same pipeline and tag, for Algorithm.
+template <class Algorithm, class Other>
+plan_options<Algorithm> options_for(const plan_options<Other>& o, Algorithm algorithm = {})
+{
+    return {algorithm, o.pipeline, o.tag};
+}
+
+template <class P>
+concept reduction_plan = std::destructible<P> &&
+    std::constructible_from<P, typename P::communicator_type&, const layer_layout&,
+                            const plan_options<typename P::algorithm_type>&> &&
+    requires(P& p, const P& cp, typename P::communicator_type& comm, typename P::data_type data) {
+        { cp.count() } -> std::same_as<std::size_t>;
+        { cp.scratch_bytes() } -> std::same_as<std::size_t>;
+        p.run(comm, data);
+    };
+
+// The table's rows (plan_table.hpp): plan_row<Algorithm> says, in select<T, C, Policy,
+// Memory>(), which plan runs that algorithm for the policy in that memory
+// (std::type_identity<Plan>), or std::type_identity<no_plan> where none does.
+template <class Algorithm>
+struct plan_row {
+    static constexpr bool exists = false;
+};
+
+struct no_plan {};
+
+namespace detail {
+
+// A class template, so that naming a plan inside another template (automatic_plan) looks up
+// the row only when that template is instantiated, after every row is declared.
+template <element T, class C, class Algorithm, class Policy, class Memory>
+struct plan_lookup {
+    using type = typename decltype(plan_row<Algorithm>::template select<T, C, Policy, Memory>())::type;
+};
+
+} // namespace detail
+
+template <element T, class C, class Algorithm, class Policy, class Memory = host_memory>
+using plan_of = typename detail::plan_lookup<T, C, Algorithm, Policy, Memory>::type;
+
+template <element T, class C, class Algorithm, class Policy, class Memory = host_memory>
+inline constexpr bool has_plan = [] {
+    if constexpr (plan_row<Algorithm>::exists)
+        return !std::is_same_v<plan_of<T, C, Algorithm, Policy, Memory>, no_plan>;
+    else
+        return false;
+}();
+
+} // namespace gradsync
