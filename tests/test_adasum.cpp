@@ -35,6 +35,7 @@
 #include <gradsync/gradsync.hpp>
 
 #include "adasum_reference.hpp"
+#include "adasum_variant.hpp"
 #include "outcome.hpp"
 #include "reference.hpp"
 
@@ -46,59 +47,7 @@ using gradsync::local_group;
 using Catch::Matchers::Contains;
 using clock_type = std::chrono::steady_clock;
 
-// ---------------------------------------------------------------------------------------
-// Algorithms as run-time values, so one runner covers every tag.
-
-enum class alg { recursive_halving, recursive_doubling, ring, automatic, hierarchical };
-
-struct variant {
-    alg a = alg::recursive_halving;
-    int k = 0;                     // hierarchical: ranks_per_node (0: ask the communicator)
-    bool node_sum = false;         // hierarchical: node_combine::sum instead of average
-    bool small_thresholds = false; // automatic{.small_bytes = 256, .ring_bytes = 2048}
-};
-
-gradsync::automatic automatic_rule(const variant& v)
-{
-    gradsync::automatic rule;
-    if (v.small_thresholds) {
-        rule.small_bytes = 256;
-        rule.ring_bytes = 2048;
-    }
-    return rule;
-}
-
-std::string describe(const variant& v)
-{
-    switch (v.a) {
-    case alg::recursive_halving: return "recursive_halving";
-    case alg::recursive_doubling: return "recursive_doubling";
-    case alg::ring: return "ring";
-    case alg::automatic: return v.small_thresholds ? "automatic{small_bytes 256, ring_bytes 2048}" : "automatic{}";
-    case alg::hierarchical:
-        return "hierarchical{ranks_per_node " + std::to_string(v.k) + (v.node_sum ? ", sum}" : ", average}");
-    }
-    return "?";
-}
-
-gradsync::node_combine node_rule(bool sum)
-{
-    return sum ? gradsync::node_combine::sum : gradsync::node_combine::average;
-}
-
-template <class F>
-void with_algorithm(const variant& v, F&& f)
-{
-    switch (v.a) {
-    case alg::recursive_halving: f(gradsync::recursive_halving{}); break;
-    case alg::recursive_doubling: f(gradsync::recursive_doubling{}); break;
-    case alg::ring: f(gradsync::ring{}); break;
-    case alg::automatic: f(automatic_rule(v)); break;
-    case alg::hierarchical:
-        f(gradsync::hierarchical{.ranks_per_node = v.k, .within_node = node_rule(v.node_sum)});
-        break;
-    }
-}
+using namespace adasum_variant;
 
 // The algorithm code a reducer runs: automatic's choice, else the tag's own.
 template <class R, class Algo>
@@ -108,25 +57,6 @@ std::uint32_t chosen_code(const R& r, const Algo&)
         return r.plan().chosen();
     else
         return Algo::code;
-}
-
-int resolved_k(const variant& v, int n) { return v.k == 0 ? n : v.k; }
-
-// The reference result of variant v (automatic: of the algorithm it chose).
-adaref::vec expected(const variant& v, std::uint32_t chosen, int n, const std::vector<adaref::vec>& g,
-                     const std::vector<std::size_t>& layers)
-{
-    if (v.a == alg::hierarchical)
-        return adaref::hierarchical(g, layers, std::size_t(resolved_k(v, n)), v.node_sum);
-    if (chosen == gradsync::ring::code)
-        return adaref::ring_chain(g, layers);
-    return adaref::halving_tree(g, layers);
-}
-
-template <class T>
-double tolerance_of(std::uint32_t chosen)
-{
-    return adaref::tolerance<T>(chosen == gradsync::ring::code, std::is_same_v<T, gradsync::bfloat16>);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -277,7 +207,7 @@ void check_matrix_case(int n, const variant& v, const layout_case& lc, const std
     for (std::size_t call = 0; call < inputs.size(); ++call) {
         INFO("reducer call " << call + 1 << ", checked against the " << ref::algorithm_name(chosen) << " reference");
         const std::vector<adaref::vec> g = adaref::widen(inputs[call]);
-        const adaref::vec want = expected(v, chosen, n, g, layers);
+        const adaref::vec want = expected(v, chosen, g, layers);
         CHECK(adaref::first_layer_out_of_tolerance(res.out[call][0], want, layers, tol, g) == "");
         CHECK(identical_across_ranks(res.out[call]) == "");
     }
@@ -346,19 +276,6 @@ TEST_CASE("adasum matrix: every algorithm in fp64", "[adasum][matrix]") { run_ma
 
 namespace {
 
-std::vector<variant> scenario_variants(int n)
-{
-    const int k = n % 2 == 0 ? 2 : 1;
-    return {{.a = alg::recursive_halving},
-            {.a = alg::recursive_doubling},
-            {.a = alg::ring},
-            {.a = alg::automatic},
-            {.a = alg::automatic, .small_thresholds = true},
-            {.a = alg::hierarchical, .k = k},
-            {.a = alg::hierarchical, .k = 0},
-            {.a = alg::hierarchical, .k = k, .node_sum = true}};
-}
-
 const std::vector<std::size_t>& scenario_layers()
 {
     static const std::vector<std::size_t> layers{0, 1, 3, 300, 1000, 0, 77};
@@ -412,7 +329,7 @@ template <class T>
 void check_against_reference(const scenario_context& ctx, const per_rank<T>& in, const std::vector<T>& got)
 {
     const std::vector<adaref::vec> g = adaref::widen(in);
-    const adaref::vec want = expected(ctx.v, ctx.chosen, ctx.n, g, ctx.layers);
+    const adaref::vec want = expected(ctx.v, ctx.chosen, g, ctx.layers);
     INFO("against the " << ref::algorithm_name(ctx.chosen) << " reference");
     CHECK(adaref::first_layer_out_of_tolerance(got, want, ctx.layers, tolerance_of<T>(ctx.chosen), g) == "");
 }
@@ -720,7 +637,7 @@ TEST_CASE("adasum hierarchical: a ranks_per_node that does not divide N is a usa
             for (bool node_sum : {false, true}) {
                 INFO("N " << b.n << ", ranks_per_node " << b.k << (oneshot ? ", one-shot" : ", reducer")
                           << (node_sum ? ", node sum" : ", node average"));
-                const gradsync::hierarchical tag{.ranks_per_node = b.k, .within_node = node_rule(node_sum)};
+                const gradsync::hierarchical tag{.ranks_per_node = b.k, .within_node = node_sum ? gradsync::node_combine::sum : gradsync::node_combine::average};
                 double seconds = 0;
                 const auto res = run_recording(
                     b.n,

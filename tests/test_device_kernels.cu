@@ -5,12 +5,15 @@
 //  - triple bit for bit against the documented order, hence the same bits as the CPU back
 //    ends (test_thrust_kernels), on every repetition, up to 2^26+3 elements (four levels of
 //    partials); it and the host kernel each within Higham's rounding bound of the exact
-//    triple; NaN propagates.
+//    triple; NaN propagates;
+//  - add_triple adds that triple to three doubles in device memory, and zero clears them.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -128,6 +131,29 @@ TEMPLATE_TEST_CASE("CUDA triple: the documented order bit for bit, close to the 
             CHECK(same_bits(device_triple(st, da, db), want));
         }
         CHECK(close_to_host(want, a, b) == "");
+    }
+}
+
+TEMPLATE_TEST_CASE("CUDA add_triple adds the documented-order triple to three device doubles, and zero clears them",
+                   "[kernels]", gradsync::half, float, double)
+{
+    using T = TestType;
+    const stream st;
+    for (std::size_t n : lengths) {
+        INFO(ref::type_name<T>() << ", n = " << n);
+        const std::vector<T> a = values<T>(9 + n, n, false), b = values<T>(10 + n, n, false);
+        const dot_triple t = triple_in_documented_order(a, b);
+        const on_device<T> da(a), db(b);
+        on_device<double> sums(std::vector<double>{0.25, -3.0, 1e300});
+        gradsync::device_buffer<dot_triple> ws(gradsync::kernels::triple_workspace(n));
+        gradsync::kernels::add_triple(st.execution(), da.cspan(), db.cspan(), sums.d.data(),
+                                      std::span<dot_triple>(ws.data(), ws.size()));
+        const std::vector<double> got = sums.read();
+        CHECK(std::bit_cast<std::uint64_t>(got[0]) == std::bit_cast<std::uint64_t>(0.25 + t.ab));
+        CHECK(std::bit_cast<std::uint64_t>(got[1]) == std::bit_cast<std::uint64_t>(-3.0 + t.aa));
+        CHECK(std::bit_cast<std::uint64_t>(got[2]) == std::bit_cast<std::uint64_t>(1e300 + t.bb));
+        gradsync::kernels::zero(st.execution(), sums.span());
+        CHECK(sums.read() == std::vector<double>{0.0, 0.0, 0.0});
     }
 }
 

@@ -1,11 +1,18 @@
 // The device path on one GPU: local_group ranks (threads) sharing it, each with its own
 // stream and device buffers, messages copied device to device (gradsync::device_copy). The
-// cases of tests/gpu/device_cases.hpp, as test_thrust_kernels_allreduce runs them on the CPU:
+// cases of tests/gpu/device_cases.hpp and tests/gpu/adasum_cases.hpp, as
+// test_thrust_kernels_allreduce and test_device_adasum run them on the CPU:
 //  - Sum and Average, direct path, ring / recursive_halving / recursive_doubling /
 //    automatic, fp16, bf16, fp32, fp64, N in {1, 2, 3, 4, 8}, counts {0, 1, N-1, 1000,
 //    1000003}: integer data exact, random data the host path's bits, every rank alike;
-//  - staged and direct ranks mixed; Adasum and hierarchical staged (pinned buffers);
-//  - misuse, and the direct path on a group without device_copy.
+//  - staged and direct ranks mixed for Sum; the staged path, asked for, for Adasum and
+//    hierarchical (pinned buffers): the host bits;
+//  - Adasum's device plans on the direct path, N = 1..16, every algorithm and type, against
+//    the Adasum reference and the host plan, every rank alike; Horovod's scenarios;
+//    hierarchical's Sum and Average exact;
+//  - misuse: Adasum ranks that mix paths (or a host reducer with device ones) refused
+//    naming the triple order, ranks that disagree on the count, a buffer of the wrong size,
+//    and the direct path on a group without device_copy.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -16,6 +23,7 @@
 #include <gradsync/device.hpp>
 #include <gradsync/gradsync.hpp>
 
+#include "gpu/adasum_cases.hpp"
 #include "gpu/device_cases.hpp"
 
 namespace {
@@ -98,7 +106,8 @@ GRADSYNC_GPU_MATRIX_CASE(recursive_doubling, float, "fp32")
 GRADSYNC_GPU_MATRIX_CASE(automatic, bfloat16, "bf16")
 GRADSYNC_GPU_MATRIX_CASE(automatic, float, "fp32")
 
-TEST_CASE("device path on one GPU: Adasum and hierarchical are staged through pinned memory", "[local]")
+TEST_CASE("device path on one GPU: the staged path (pinned memory) gives the host bits for Adasum and hierarchical",
+          "[local]")
 {
     const std::vector<std::size_t> layers{300, 0, 1, 40000, 699};
     for (int n : {1, 2, 3, 4, 8}) {
@@ -114,7 +123,13 @@ TEST_CASE("device path on one GPU: misuse ends in a clear error on every rank", 
 {
     using cases = device_cases::misuse<cuda_harness>;
     using gradsync_test::kind;
-    CHECK(device_cases::all_ended_in(cases::direct_adasum(), kind::usage, "no device plan") == "");
+    CHECK(device_cases::adasum_mixing_refused<cuda_harness>() == "");
+    // Sum has the host bits on every path: a host reducer beside device ones agrees.
+    std::vector<std::vector<float>> sum_data = device_cases::inputs<float>(true, 4, 3, 100);
+    const std::vector<float> exact_sum = ref::exact(sum_data, false);
+    CHECK(device_cases::outcomes_ok(cases::host_beside_direct<gradsync::sum>(sum_data)) == "");
+    CHECK(ref::first_difference(sum_data[0], exact_sum) == "");
+    CHECK(device_cases::identical(sum_data) == "");
     CHECK(device_cases::all_ended_in(cases::counts_disagree(device_path::direct), kind::mismatch,
                                      "element count") == "");
     CHECK(device_cases::all_ended_in(cases::wrong_size(), kind::usage, "buffer holds 99 elements") == "");
@@ -142,4 +157,44 @@ TEST_CASE("device path on one GPU: misuse ends in a clear error on every rank", 
         CHECK(outcomes[r].k == kind::usage);
         CHECK(outcomes[r].what.find("moves device memory") != std::string::npos);
     }
+}
+
+
+TEST_CASE("device Adasum on one GPU: every algorithm and type against the reference and the host plan", "[local]")
+{
+    CHECK(adasum_cases::matrix<cuda_harness, gradsync::half>(adasum_cases::one_to(16), 8, 4096) == "");
+    CHECK(adasum_cases::matrix<cuda_harness, bfloat16>(adasum_cases::one_to(16), 8, 4096) == "");
+    CHECK(adasum_cases::matrix<cuda_harness, float>(adasum_cases::one_to(16), 8, 4096) == "");
+    CHECK(adasum_cases::matrix<cuda_harness, double>(adasum_cases::one_to(16), 8, 4096) == "");
+    // Layers of about 33000 elements in 64 KiB segments.
+    CHECK(adasum_cases::matrix<cuda_harness, float>({3, 4, 8}, 8, std::size_t(64) << 10) == "");
+}
+
+TEST_CASE("device hierarchical on one GPU: Sum and Average exact on integers, the host bits on random data",
+          "[local]")
+{
+    const std::vector<int> ns{1, 2, 4, 6, 8, 16};
+    const std::vector<std::size_t> counts{0, 1, 7, 1000, 100003};
+    CHECK(adasum_cases::hierarchical_elementwise<cuda_harness, gradsync::half>(ns, counts, std::size_t(1) << 20) ==
+          "");
+    CHECK(adasum_cases::hierarchical_elementwise<cuda_harness, float>(ns, counts, std::size_t(1) << 20) == "");
+    CHECK(adasum_cases::hierarchical_elementwise<cuda_harness, double>(ns, counts, 4096) == "");
+}
+
+TEST_CASE("device Adasum on one GPU: Horovod's scenarios", "[local]")
+{
+    using namespace adasum_cases;
+    CHECK(orthogonal<cuda_harness, float>(adasum_cases::scenario_ranks) == "");
+    CHECK(orthogonal<cuda_harness, double>(adasum_cases::scenario_ranks) == "");
+    CHECK(parallel<cuda_harness, float>(adasum_cases::scenario_ranks) == "");
+    CHECK(identical<cuda_harness, float>(adasum_cases::scenario_ranks) == "");
+    CHECK(identical<cuda_harness, double>(adasum_cases::scenario_ranks) == "");
+    CHECK(magnitude<cuda_harness, float>(adasum_cases::scenario_ranks, 1e-30) == "");
+    CHECK(magnitude<cuda_harness, float>(adasum_cases::scenario_ranks, 1e30) == "");
+    CHECK(magnitude<cuda_harness, double>(adasum_cases::scenario_ranks, 1e-100) == "");
+    CHECK(magnitude<cuda_harness, double>(adasum_cases::scenario_ranks, 1e150) == "");
+    CHECK(zero_layers<cuda_harness, float>(adasum_cases::scenario_ranks) == "");
+    CHECK(one_nonzero<cuda_harness, double>(adasum_cases::scenario_ranks) == "");
+    CHECK(nan_input<cuda_harness, float>(adasum_cases::scenario_ranks) == "");
+    CHECK(nan_input<cuda_harness, double>(adasum_cases::scenario_ranks) == "");
 }

@@ -4,7 +4,10 @@
 //  - sends and receives of device memory and of host memory (staged through the device);
 //  - a peer out of range is a usage_error naming it;
 //  - device_reducer over NCCL: Sum and Average with ring, recursive_halving, automatic (the
-//    host path's bits) and nccl_passthrough (integer data exact, all ranks alike).
+//    host path's bits) and nccl_passthrough (integer data exact, all ranks alike);
+//  - Adasum over NCCL with every algorithm, hierarchical included: the bits of the same
+//    device plans run on the CPU (host_space with Thrust's CPP system), whose triples are
+//    summed in the same order, and every rank alike.
 // nccl_passthrough with Adasum does not compile (static_assert), which no run can show.
 #include <catch2/catch.hpp>
 
@@ -17,6 +20,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <thrust/system/cpp/execution_policy.h>
 
 #include <gradsync/comm/nccl.hpp>
 #include <gradsync/device/nccl_passthrough.hpp>
@@ -112,17 +117,36 @@ gradsync::device_buffer<T> to_device(const std::vector<T>& v)
 // Every rank reduces its input through device_reducer over NCCL; returns the results.
 template <class T, class Policy, class Algorithm>
 std::vector<std::vector<T>> reduce_over_nccl(nccl_ranks& ranks, const std::vector<std::vector<T>>& in,
-                                             std::vector<gradsync_test::outcome>& outcomes)
+                                             std::vector<gradsync_test::outcome>& outcomes,
+                                             const std::vector<std::size_t>& layers = {}, Algorithm algorithm = {})
 {
     std::vector<std::vector<T>> out(in.size());
     outcomes = ranks.run([&](nccl_communicator& comm, cudaStream_t s) {
         const std::size_t r = std::size_t(comm.rank());
         gradsync::device_buffer<T> d = to_device(in[r]);
-        gradsync::device_reducer<T, nccl_communicator, Policy, Algorithm> reduce(comm, in[r].size());
+        gradsync::device_reducer<T, nccl_communicator, Policy, Algorithm> reduce(comm, in[r].size(), layers, algorithm);
         if (reduce.path() != gradsync::device_path::direct)
             throw std::logic_error("the reducer did not choose the direct path");
         reduce(gradsync::device_span<T>(d.data(), d.size(), s));
         out[r] = to_host(d);
+    });
+    return out;
+}
+
+// The same device plans on the CPU: a local_group of in.size() ranks in host_space with
+// Thrust's CPP system, direct path.
+template <class T, class Policy, class Algorithm>
+std::vector<std::vector<T>> reduce_on_cpu(const std::vector<std::vector<T>>& in, const std::vector<std::size_t>& layers,
+                                          Algorithm algorithm)
+{
+    using space = decltype(gradsync::host_space{thrust::cpp::par});
+    std::vector<std::vector<T>> out = in;
+    gradsync::local_group group(int(in.size()));
+    group.run([&](gradsync::local_communicator& comm) {
+        std::vector<T>& v = out[std::size_t(comm.rank())];
+        gradsync::device_reducer<T, gradsync::local_communicator, Policy, Algorithm, space> reduce(
+            comm, v.size(), layers, algorithm, {.path = gradsync::device_path::direct});
+        reduce(gradsync::device_span<T, space>(v.data(), v.size(), space{}));
     });
     return out;
 }
@@ -217,4 +241,32 @@ TEMPLATE_TEST_CASE("nccl_passthrough: exact on integer data, identical on every 
     CHECK(all_ok(outcomes) == "");
     CHECK(ref::first_difference(avg[0], ref::exact(in, true)) == "");
     CHECK(device_cases::identical(avg) == "");
+}
+
+TEMPLATE_TEST_CASE("device_reducer over NCCL: Adasum's device plans give the CPU's device-plan bits", "[nccl]",
+                   gradsync::half, float, double)
+{
+    using T = TestType;
+    nccl_ranks ranks;
+    const int n = ranks.size();
+    const std::size_t count = 1000003;
+    const std::vector<std::size_t> layers{300, 0, 1, 4000, count - 4301};
+    INFO(ref::type_name<T>() << ", N " << n);
+    const auto in = device_cases::inputs<T>(false, 7, n, count);
+    std::vector<gradsync_test::outcome> outcomes;
+    auto check = [&](auto algorithm) {
+        using A = decltype(algorithm);
+        INFO(A::name);
+        const auto got = reduce_over_nccl<T, gradsync::adasum, A>(ranks, in, outcomes, layers, algorithm);
+        CHECK(all_ok(outcomes) == "");
+        const auto want = reduce_on_cpu<T, gradsync::adasum, A>(in, layers, algorithm);
+        for (int r = 0; r < n; ++r)
+            CHECK(ref::first_difference(got[std::size_t(r)], want[std::size_t(r)]) == "");
+        CHECK(device_cases::identical(got) == "");
+    };
+    check(gradsync::ring{});
+    check(gradsync::recursive_halving{});
+    check(gradsync::recursive_doubling{});
+    check(gradsync::automatic{});
+    check(gradsync::hierarchical{.ranks_per_node = 1});
 }

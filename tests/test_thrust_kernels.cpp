@@ -147,6 +147,35 @@ TEMPLATE_TEST_CASE("Thrust triple: the documented order on every back end, close
     }
 }
 
+TEMPLATE_TEST_CASE("Thrust add_triple adds the documented-order triple to three doubles, and zero clears them",
+                   "[thrust][kernels]", half, bfloat16, float, double)
+{
+    using T = TestType;
+    for (std::size_t n : lengths) {
+        INFO(ref::type_name<T>() << ", n = " << n);
+        const std::vector<T> a = values<T>(9 + n, n, false), b = values<T>(10 + n, n, false);
+        const dot_triple t = triple_in_documented_order(a, b);
+        for (const backend& be : backends) {
+            INFO("on " << be.name());
+            // Three sums between two guards, starting from values the triple is added to.
+            std::vector<double> sums{guard_value, 0.25, -3.0, 1e300, guard_value};
+            std::vector<dot_triple> ws(gradsync::kernels::triple_workspace(n));
+            be.run([&](const auto& exec) {
+                gradsync::kernels::add_triple(exec, std::span<const T>(a), std::span<const T>(b), sums.data() + 1,
+                                              std::span<dot_triple>(ws));
+            });
+            CHECK(sums[0] == guard_value);
+            CHECK(sums[4] == guard_value);
+            CHECK(std::bit_cast<std::uint64_t>(sums[1]) == std::bit_cast<std::uint64_t>(0.25 + t.ab));
+            CHECK(std::bit_cast<std::uint64_t>(sums[2]) == std::bit_cast<std::uint64_t>(-3.0 + t.aa));
+            CHECK(std::bit_cast<std::uint64_t>(sums[3]) == std::bit_cast<std::uint64_t>(1e300 + t.bb));
+            be.run([&](const auto& exec) { gradsync::kernels::zero(exec, std::span<double>(sums).subspan(1, 3)); });
+            CHECK(sums == std::vector<double>{guard_value, 0.0, 0.0, 0.0, guard_value});
+            CHECK(!std::signbit(sums[1]));
+        }
+    }
+}
+
 TEMPLATE_TEST_CASE("Thrust triple propagates NaN and Inf", "[thrust][kernels]", half, float, double)
 {
     using T = TestType;
@@ -181,5 +210,12 @@ TEST_CASE("Thrust kernels refuse operands of different sizes and a short workspa
                     gradsync::usage_error);
     CHECK_THROWS_WITH(gradsync::kernels::triple(thrust::cpp::par, std::span<const float>(a), std::span<const float>(a),
                                                 &result, std::span<dot_triple>(ws.data(), 1)),
+                      Catch::Contains("workspace of 2"));
+    double sums[3] = {};
+    CHECK_THROWS_WITH(gradsync::kernels::add_triple(thrust::cpp::par, std::span<const float>(a), sb, sums,
+                                                    std::span<dot_triple>(ws)),
+                      Catch::Contains("add_triple (Thrust): operands hold 300 and 299"));
+    CHECK_THROWS_WITH(gradsync::kernels::add_triple(thrust::cpp::par, std::span<const float>(a),
+                                                    std::span<const float>(a), sums, std::span<dot_triple>(ws.data(), 1)),
                       Catch::Contains("workspace of 2"));
 }

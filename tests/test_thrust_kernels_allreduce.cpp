@@ -1,19 +1,21 @@
 // The device path (device_reducer, the device plans, the staged path) on the CPU:
 // host_space with Thrust's OpenMP system, ranks as a local_group. The same cases run on a GPU
-// in test_device.cu (tests/gpu/device_cases.hpp holds them):
+// in test_device_local.cu (tests/gpu/device_cases.hpp holds them):
 //  - Sum and Average, direct path, ring / recursive_halving / recursive_doubling /
 //    automatic, fp16, bf16, fp32, fp64, N in {1, 2, 3, 5, 8}, counts {0, 1, N-1, 1000, 65537}
 //    in 4 KiB pipeline segments: integer data gives the exact sum, random data the host
 //    path's bits, every rank the same bits;
-//  - ranks that differ in path (staged and direct alternating) still agree;
-//  - Adasum and hierarchical are staged, with the host path's bits;
-//  - misuse: the direct path asked for Adasum, ranks that disagree on the count (on
-//    both paths), a buffer of the wrong size.
+//  - ranks that differ in path (staged and direct alternating) still agree for Sum;
+//  - the staged path, asked for, gives the host path's bits for Adasum and hierarchical;
+//  - misuse: ranks that mix the staged and the direct path for Adasum (refused: the
+//    triples are summed in different orders), ranks that disagree on the count (on both
+//    paths), a buffer of the wrong size.
+// The direct path's Adasum and hierarchical plans are checked against the Adasum reference
+// by test_device_adasum (tests/gpu/adasum_cases.hpp), on both Thrust CPU systems.
 #include <catch2/catch.hpp>
 
 #include <thrust/system/omp/execution_policy.h>
 
-#include <memory>
 #include <vector>
 
 #include <gradsync/device/reducer.hpp>
@@ -21,6 +23,7 @@
 #include <gradsync/gradsync.hpp>
 
 #include "gpu/device_cases.hpp"
+#include "gpu/host_harness.hpp"
 
 namespace {
 
@@ -28,27 +31,7 @@ using gradsync::bfloat16;
 using gradsync::half;
 using gradsync::device_path;
 
-struct omp_harness {
-    using space_type = decltype(gradsync::host_space{thrust::omp::par});
-
-    static std::unique_ptr<gradsync::local_group> make_group(int n)
-    {
-        return std::make_unique<gradsync::local_group>(n);
-    }
-
-    struct context {
-        space_type space() const { return {}; }
-    };
-
-    template <class T>
-    struct buffer {
-        std::vector<T> values;
-        space_type space;
-        buffer(const context& ctx, const std::vector<T>& v) : values(v), space(ctx.space()) {}
-        gradsync::device_span<T, space_type> span() { return {values.data(), values.size(), space}; }
-        std::vector<T> read() const { return values; }
-    };
-};
+using omp_harness = device_cases::host_harness<decltype(gradsync::host_space{thrust::omp::par})>;
 
 template <class T, class Algorithm>
 void elementwise_matrix()
@@ -89,7 +72,8 @@ GRADSYNC_DEVICE_MATRIX_CASE(automatic, half, "fp16")
 GRADSYNC_DEVICE_MATRIX_CASE(automatic, float, "fp32")
 GRADSYNC_DEVICE_MATRIX_CASE(automatic, double, "fp64")
 
-TEST_CASE("device path on host_space: Adasum and hierarchical are staged", "[device][thrust]")
+TEST_CASE("device path on host_space: the staged path gives the host bits for Adasum and hierarchical",
+          "[device][thrust]")
 {
     const std::vector<std::size_t> layers{300, 0, 1, 4000, 699};
     for (int n : {1, 2, 3, 4, 5}) {
@@ -107,7 +91,8 @@ TEST_CASE("device path on host_space: misuse ends in a clear error on every rank
 {
     using cases = device_cases::misuse<omp_harness>;
     using gradsync_test::kind;
-    CHECK(device_cases::all_ended_in(cases::direct_adasum(), kind::usage, "no device plan") == "");
+    CHECK(device_cases::all_ended_in(cases::adasum_paths_mixed(3, gradsync::ring{}), kind::mismatch,
+                                     "the Adasum triple order") == "");
     CHECK(device_cases::all_ended_in(cases::counts_disagree(device_path::direct), kind::mismatch,
                                      "element count") == "");
     CHECK(device_cases::all_ended_in(cases::counts_disagree(device_path::staged), kind::mismatch,

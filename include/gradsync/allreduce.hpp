@@ -86,7 +86,7 @@ private:
     static plan_type agree(Comm& comm, std::size_t count, const layer_layout& layout,
                            const plan_options<Algorithm>& options, const char* who)
     {
-        verify_agreement(comm, call_signature<T, Policy>(comm, count, layout, options), who);
+        verify_agreement(comm, call_signature<T, Policy, Memory>(comm, count, layout, options), who);
         return plan_type(comm, layout, options);
     }
 

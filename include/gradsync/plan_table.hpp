@@ -4,16 +4,18 @@
 // there is one. Each algorithm has one row, a plan_row<Algorithm> specialisation whose
 // select() names the plan per (policy, memory):
 //
-//   algorithm           elementwise (sum, average)       adasum (host memory)
-//   ring                ring_plan, any memory             adasum_ring_plan
-//   recursive_halving   recursive_halving_plan, any       adasum_recursive_halving_plan
-//   recursive_doubling  recursive_doubling_plan, any      adasum_recursive_doubling_plan
-//   hierarchical        hierarchical_plan, host memory    hierarchical_plan
+//   algorithm           elementwise (sum, average)       adasum
+//   ring                ring_plan                         adasum_ring_plan
+//   recursive_halving   recursive_halving_plan            adasum_recursive_halving_plan
+//   recursive_doubling  recursive_doubling_plan           adasum_recursive_doubling_plan
+//   hierarchical        hierarchical_plan                 hierarchical_plan
 //   automatic           automatic_plan wherever its three candidates have plans
 //   nccl_passthrough    (device/nccl_passthrough.hpp: NCCL's memory only)
 //
-// "Any memory" means a memory whose kernels combine that policy (Memory::combines<Policy>:
-// host memory for every elementwise policy, a memory space for sum and average). The row of
+// Every plan takes the memory as its last parameter (algorithm/memory.hpp): host memory or
+// a memory space (device/memory.hpp). An elementwise plan needs a memory whose kernels
+// combine that policy (Memory::combines<Policy>: host memory for every elementwise policy,
+// a memory space for sum and average); Adasum runs in every memory. The row of
 // an algorithm that needs an outside library lives in its own header, so that this table
 // compiles without that library. docs/design.md shows how to add a row.
 #pragma once
@@ -39,9 +41,8 @@ namespace gradsync {
 
 namespace detail {
 
-// The row of an algorithm with an elementwise plan for every memory and an Adasum plan
-// for host memory.
-template <template <class, class, class, class> class Elementwise, template <class, class> class Adasum>
+// The row of an algorithm with an elementwise plan and an Adasum plan for every memory.
+template <template <class, class, class, class> class Elementwise, template <class, class, class> class Adasum>
 struct elementwise_and_adasum_row {
     static constexpr bool exists = true;
     template <element T, class C, class Policy, class Memory>
@@ -49,8 +50,8 @@ struct elementwise_and_adasum_row {
     {
         if constexpr (Memory::template combines<Policy>)
             return std::type_identity<Elementwise<T, C, Policy, Memory>>{};
-        else if constexpr (is_adasum<Policy> && std::same_as<Memory, host_memory>)
-            return std::type_identity<Adasum<T, C>>{};
+        else if constexpr (is_adasum<Policy>)
+            return std::type_identity<Adasum<T, C, Memory>>{};
         else
             return std::type_identity<no_plan>{};
     }
@@ -75,8 +76,8 @@ struct plan_row<hierarchical> {
     template <element T, class C, class Policy, class Memory>
     static auto select()
     {
-        if constexpr (std::same_as<Memory, host_memory> && (Memory::template combines<Policy> || is_adasum<Policy>))
-            return std::type_identity<hierarchical_plan<T, C, Policy>>{};
+        if constexpr (Memory::template combines<Policy> || is_adasum<Policy>)
+            return std::type_identity<hierarchical_plan<T, C, Policy, Memory>>{};
         else
             return std::type_identity<no_plan>{};
     }

@@ -23,6 +23,7 @@
 #include <gradsync/error.hpp>
 #include <gradsync/layout.hpp>
 #include <gradsync/plan.hpp>
+#include <gradsync/policy/adasum.hpp>
 #include <gradsync/types.hpp>
 
 namespace gradsync {
@@ -33,6 +34,7 @@ struct signature {
         policy,
         algorithm,
         algorithm_parameter,
+        triple_order,
         count,
         layer_sum,
         layers,
@@ -53,9 +55,12 @@ struct signature {
     }
 };
 
-// The signature of a reduction of `count` elements in `layout` with element type T, Policy
-// and the plan options: what every rank's reducer must agree on.
-template <element T, class Policy, communicator C, class Algorithm>
+// The signature of a reduction of `count` elements in `layout` with element type T, Policy,
+// the plan options and (for Adasum) the triple order of the plan's Memory: what every
+// rank's reducer must agree on. Adasum's triples are summed in a different order in host
+// memory and in a memory space, and recursive doubling's partners each compute the same
+// triple, so ranks that mixed the two would end with different bits; they are refused.
+template <element T, class Policy, class Memory = host_memory, communicator C, class Algorithm>
 signature call_signature(const C& comm, std::size_t count, const layer_layout& layout,
                          const plan_options<Algorithm>& options)
 {
@@ -65,6 +70,8 @@ signature call_signature(const C& comm, std::size_t count, const layer_layout& l
     s.value[signature::algorithm] = Algorithm::code;
     if constexpr (requires { options.algorithm.parameter(); })
         s.value[signature::algorithm_parameter] = options.algorithm.parameter();
+    if constexpr (is_adasum<Policy>)
+        s.value[signature::triple_order] = Memory::triple_order;
     s.value[signature::count] = count;
     s.value[signature::layer_sum] = layout.total();
     s.value[signature::layers] = layout.layers();
@@ -90,13 +97,16 @@ inline std::string describe(const signature& s, signature::field f)
         std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(s.value[f]));
         return std::string("sizes with fingerprint ") + hex;
     }
+    if (f == signature::triple_order)
+        return s.value[f] == triple_order_host ? "the host kernels' order (host memory, or the staged path)"
+                                               : "the Thrust kernels' order (device memory, the direct path)";
     return std::to_string(s.value[f]);
 }
 
 inline const char* field_title(signature::field f)
 {
     static constexpr std::array<const char*, signature::field_count> titles{
-        "the element type", "the policy", "the algorithm", "the algorithm's parameter",
+        "the element type", "the policy", "the algorithm", "the algorithm's parameter", "the Adasum triple order",
         "the element count", "the sum of the layer sizes", "the number of layers", "the layer sizes",
         "the pipeline segment size", "the pipeline window", "the eager message limit", "the message tag"};
     return titles[f];

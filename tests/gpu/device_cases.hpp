@@ -1,6 +1,6 @@
-// Allreduce cases of the device path (device/reducer.hpp), shared by the CPU test
-// (host_space with Thrust's OpenMP system) and the GPU test (cuda_stream, local_group ranks
-// sharing one GPU). A harness H provides
+// Allreduce cases of the device path (device/reducer.hpp), shared by the CPU tests
+// (host_space with Thrust's CPU systems, host_harness.hpp) and the GPU test (cuda_stream,
+// local_group ranks sharing one GPU). A harness H provides
 //   H::space_type                    the memory space
 //   H::make_group(n)                 a std::unique_ptr<local_group> whose ranks move that memory
 //   H::context                       a rank's resources (a CUDA stream), made on its thread; .space()
@@ -8,7 +8,8 @@
 // Every case runs whole local_groups, records per rank, and returns "" or what went wrong,
 // so Catch2's assertions stay on the main thread. The independent references are
 // reference.hpp's exact sums and the host path (reducer<> on host memory, itself checked
-// against the references by test_allreduce_local).
+// against the references by test_allreduce_local). Adasum's cases, checked against
+// adasum_reference.hpp, are in adasum_cases.hpp.
 #pragma once
 
 #include <cstddef>
@@ -132,17 +133,17 @@ inline gradsync::device_options with(gradsync::device_path path, std::size_t seg
 // integer data gives the exact sum, random data the host path's bits, on every rank alike.
 template <class H, class T, class Policy, class Algorithm>
 std::string elementwise_case(int n, std::size_t count, const std::vector<gradsync::device_path>& paths,
-                             std::size_t segment_bytes)
+                             std::size_t segment_bytes, Algorithm algorithm = {})
 {
     constexpr bool average = std::is_same_v<Policy, gradsync::average>;
     const std::uint64_t seed = ref::mix(std::uint64_t(n) * 7919 + count);
     std::vector<per_rank<T>> sets{inputs<T>(true, seed, n, count), inputs<T>(false, seed + 1, n, count)};
-    const std::vector<per_rank<T>> host = host_results<T, Policy, Algorithm>(sets, {});
+    const std::vector<per_rank<T>> host = host_results<T, Policy, Algorithm>(sets, {}, algorithm);
     const std::vector<per_rank<T>> given = sets;
     std::vector<gradsync::device_options> options;
     for (int r = 0; r < n; ++r)
         options.push_back(with(paths[std::size_t(r) % paths.size()], segment_bytes));
-    const device_run run = device_results<H, T, Policy, Algorithm>(sets, {}, options);
+    const device_run run = device_results<H, T, Policy, Algorithm>(sets, {}, options, algorithm);
     std::string e = outcomes_ok(run);
     if (e.empty())
         e = paths_are(run, paths);
@@ -157,16 +158,18 @@ std::string elementwise_case(int n, std::size_t count, const std::vector<gradsyn
     return e.empty() ? "" : "N " + std::to_string(n) + ", count " + std::to_string(count) + ": " + e;
 }
 
-// A combination without a device plan (Adasum, hierarchical) is staged: the host path's
-// bits, on every rank alike.
+// Any combination through the staged path, asked for explicitly (with a device plan in the
+// table, the default would take the direct path): the host path's bits, on every rank alike.
 template <class H, class T, class Policy, class Algorithm>
 std::string staged_case(int n, std::size_t count, const std::vector<std::size_t>& layers, Algorithm algorithm = {})
 {
     const std::uint64_t seed = ref::mix(std::uint64_t(n) * 104729 + count);
     std::vector<per_rank<T>> sets{inputs<T>(false, seed, n, count)};
     const std::vector<per_rank<T>> host = host_results<T, Policy, Algorithm>(sets, layers, algorithm);
+    gradsync::device_options staged;
+    staged.path = gradsync::device_path::staged;
     const device_run run = device_results<H, T, Policy, Algorithm>(
-        sets, layers, std::vector<gradsync::device_options>(std::size_t(n)), algorithm);
+        sets, layers, std::vector<gradsync::device_options>(std::size_t(n), staged), algorithm);
     std::string e = outcomes_ok(run);
     if (e.empty())
         e = paths_are(run, {gradsync::device_path::staged});
@@ -181,12 +184,55 @@ std::string staged_case(int n, std::size_t count, const std::vector<std::size_t>
 // Misuse ends in the same error on every rank, with a message naming the problem.
 template <class H>
 struct misuse {
-    // Every rank asks for the direct path for Adasum, which has no device plan.
-    static device_run direct_adasum()
+    // Adasum with staged and direct ranks alternating: the host kernels and the Thrust
+    // kernels sum the triples in different orders, so the agreement check refuses the mix.
+    template <class Algorithm>
+    static device_run adasum_paths_mixed(int n, Algorithm algorithm = {})
     {
-        std::vector<per_rank<float>> sets{inputs<float>(false, 1, 3, 100)};
-        return device_results<H, float, gradsync::adasum, gradsync::ring>(
-            sets, {}, std::vector<gradsync::device_options>(3, with(gradsync::device_path::direct, 1 << 20)));
+        const std::vector<std::size_t> layers{40, 0, 1, 59};
+        std::vector<per_rank<float>> sets{inputs<float>(false, 1, n, 100)};
+        std::vector<gradsync::device_options> options;
+        for (int r = 0; r < n; ++r)
+            options.push_back(with(r % 2 == 0 ? gradsync::device_path::staged : gradsync::device_path::direct, 1 << 20));
+        return device_results<H, float, gradsync::adasum, Algorithm>(sets, layers, options, algorithm);
+    }
+
+    // The even ranks reduce `data` with a host reducer<> in host memory, the odd ones with
+    // a device_reducer on the direct path; data[r] becomes rank r's result.
+    template <class Policy>
+    static device_run host_beside_direct(per_rank<float>& data)
+    {
+        const int n = int(data.size());
+        device_run run{std::vector<gradsync::device_path>(std::size_t(n)),
+                       std::vector<gradsync_test::outcome>(std::size_t(n))};
+        const std::vector<std::size_t> layers{30, 0, 1, data[0].size() - 31};
+        const auto group = H::make_group(n);
+        try {
+            group->run([&](local_communicator& comm) {
+                const std::size_t r = std::size_t(comm.rank());
+                gradsync_test::record(run.outcomes[r], true, [&] {
+                    const gradsync::device_options direct = with(gradsync::device_path::direct, 1 << 20);
+                    if (r % 2 == 0) {
+                        run.path[r] = gradsync::device_path::staged; // host memory, as the staged path runs
+                        gradsync::reducer<float, local_communicator, Policy, gradsync::ring> reduce(
+                            comm, layers, gradsync::ring{}, direct.reducer);
+                        reduce(std::span<float>(data[r]));
+                        return;
+                    }
+                    typename H::context ctx;
+                    using space = typename H::space_type;
+                    gradsync::device_reducer<float, local_communicator, Policy, gradsync::ring, space> reduce(
+                        comm, layers, gradsync::ring{}, direct);
+                    run.path[r] = reduce.path();
+                    typename H::template buffer<float> buffer(ctx, data[r]);
+                    reduce(buffer.span());
+                    data[r] = buffer.read();
+                });
+            });
+        } catch (...) {
+            // recorded per rank
+        }
+        return run;
     }
 
     // Rank 1 plans for one element more than the others.
@@ -235,6 +281,34 @@ inline std::string all_ended_in(const device_run& run, gradsync_test::kind k, co
         seen = seen || o.k == k;
     }
     return seen ? "" : std::string("no rank ended in ") + gradsync_test::kind_name(k);
+}
+
+// "" when every way of mixing host and device memory in one Adasum reducer ends in a
+// mismatch_error naming the triple order on every rank: staged and direct ranks (N = 2..4,
+// every algorithm), and host reducers beside direct-path device reducers.
+template <class H>
+std::string adasum_mixing_refused()
+{
+    using cases = misuse<H>;
+    const std::string says = "the Adasum triple order";
+    for (int n : {2, 3, 4}) {
+        const std::string in = "N " + std::to_string(n) + ", ";
+        for (const std::string& e :
+             {all_ended_in(cases::adasum_paths_mixed(n, gradsync::ring{}), gradsync_test::kind::mismatch, says),
+              all_ended_in(cases::adasum_paths_mixed(n, gradsync::recursive_halving{}), gradsync_test::kind::mismatch,
+                           says),
+              all_ended_in(cases::adasum_paths_mixed(n, gradsync::recursive_doubling{}), gradsync_test::kind::mismatch,
+                           says),
+              all_ended_in(cases::adasum_paths_mixed(n, gradsync::automatic{}), gradsync_test::kind::mismatch, says),
+              all_ended_in(cases::adasum_paths_mixed(n, gradsync::hierarchical{.ranks_per_node = 1}),
+                           gradsync_test::kind::mismatch, says)})
+            if (!e.empty())
+                return in + e;
+    }
+    per_rank<float> data = inputs<float>(false, 3, 3, 100);
+    const std::string e =
+        all_ended_in(cases::template host_beside_direct<gradsync::adasum>(data), gradsync_test::kind::mismatch, says);
+    return e.empty() ? "" : "host reducers beside device ones: " + e;
 }
 
 } // namespace device_cases

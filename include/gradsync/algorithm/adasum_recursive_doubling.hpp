@@ -9,31 +9,38 @@
 // planner::recursive_doubling_adasum_cost, checked by tests/test_cost_formulas.cpp): Sum's
 // recursive doubling with folding, gamma counted twice (the triples, then the scaled add).
 // cost: log2(P)*(alpha + M*beta + 2*M*gamma) + F*(2*alpha + 2*M*beta + 2*M*gamma)
+// In a memory space (Memory, algorithm/memory.hpp) the messages are the same, gamma is the
+// kernels', and each exchange adds two space synchronizations (sigma) and one copy of 24*L
+// bytes of triples to the host (algorithm/layer_triples.hpp).
 //
-// Preconditions: any N, count and layout; scratch holds the whole vector. Both partners run
-// the same kernels on the same (a, b), whose summation order depends only on the length, so
-// they compute the same bits; NaNs are made canonical at the end, as their payloads may
-// differ between partners.
+// Preconditions: any N, count and layout; scratch holds the whole vector and the layer
+// triples (layer_triples.hpp). Both partners run the same kernels on the same (a, b), whose
+// summation order depends only on the length (and the memory: the agreement check makes it
+// the same on every rank), so they compute the same bits; NaNs are made canonical at the
+// end, as their payloads may differ between partners.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <vector>
 
+#include <gradsync/algorithm/layer_triples.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
-#include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
 
 namespace gradsync {
 
-template <element T, communicator C>
-class adasum_recursive_doubling_plan : public plan_types<recursive_doubling, C, std::span<T>> {
+template <element T, communicator C, class Memory = host_memory>
+class adasum_recursive_doubling_plan
+    : public plan_types<recursive_doubling, C, typename Memory::template span<T>> {
 public:
     adasum_recursive_doubling_plan(const C& comm, const layer_layout& layout,
                                    const plan_options<recursive_doubling>& options)
         : rank_(comm.rank()), tag_(options.tag), fold_(comm.size()), layout_(layout), cut_{eager_limit(comm), 0},
-          scratch_(layout.total()), requests_(2 * cut_.messages<T>(layout.total()))
+          triples_(layout.layers(), widest(layout)), scratch_(layout.total()),
+          requests_(2 * cut_.messages<T>(layout.total()))
     {
         const int v = fold_.virtual_rank(rank_);
         for (int mask = 1; v >= 0 && mask < fold_.pof2; mask <<= 1)
@@ -41,26 +48,29 @@ public:
     }
 
     std::size_t count() const noexcept { return layout_.total(); }
-    std::size_t scratch_bytes() const noexcept { return scratch_.size() * sizeof(T); }
+    std::size_t scratch_bytes() const noexcept { return scratch_.size() * sizeof(T) + triples_.bytes(); }
 
-    void run(C& comm, std::span<T> data)
+    void run(C& comm, typename Memory::template span<T> data)
     {
-        const std::span<T> theirs(scratch_);
+        const Memory memory = Memory::of(data);
+        const std::span<T> d = Memory::elements(data), theirs(scratch_.data(), scratch_.size());
+        memory.synchronize(); // the caller's queued work on data ends before the first send
         run_folded<T>(
-            comm, fold_, tag_, data, cut_, cut_, requests_,
+            comm, fold_, tag_, d, cut_, cut_, requests_,
             [&](int lower) {
                 exchange<T>(comm, tag_, rank_, {}, lower, theirs, cut_, requests_);
-                combine(data, theirs, data);
+                combine(memory, d, theirs, d);
             },
             [&] {
                 for (const partner& p : partners_) {
-                    exchange<T>(comm, tag_, p.rank, data, p.rank, theirs, cut_, requests_);
+                    exchange<T>(comm, tag_, p.rank, d, p.rank, theirs, cut_, requests_);
                     if (p.low)
-                        combine(data, data, theirs);
+                        combine(memory, d, d, theirs);
                     else
-                        combine(data, theirs, data);
+                        combine(memory, d, theirs, d);
                 }
-                kernels::canonicalize_nan(data);
+                memory.canonicalize_nan(d);
+                memory.synchronize();
             });
     }
 
@@ -70,12 +80,32 @@ private:
         bool low; // this rank's vector is a
     };
 
-    void combine(std::span<T> out, std::span<const T> a, std::span<const T> b) const
+    // out = A(a, b) per layer: every layer's triple, one fetch, then every scaled add.
+    void combine(const Memory& memory, std::span<T> out, std::span<const T> a, std::span<const T> b)
     {
+        triples_.clear(memory);
+        for (std::size_t l = 0; l < layout_.layers(); ++l)
+            triples_.template add<T>(memory, l, layer(a, l), layer(b, l));
+        triples_.fetch(memory);
         for (std::size_t l = 0; l < layout_.layers(); ++l) {
-            const std::size_t o = layout_.offset(l), n = layout_.size(l);
-            adasum::combine_layer<T>(out.subspan(o, n), a.subspan(o, n), b.subspan(o, n));
+            const adasum::coefficients c = triples_.coefficients(l);
+            memory.template scaled_add<T>(layer(out, l), c.a, layer(a, l), c.b, layer(b, l));
         }
+        memory.synchronize();
+    }
+
+    template <class U>
+    std::span<U> layer(std::span<U> x, std::size_t l) const noexcept
+    {
+        return x.subspan(layout_.offset(l), layout_.size(l));
+    }
+
+    static std::size_t widest(const layer_layout& layout) noexcept
+    {
+        std::size_t w = 0;
+        for (std::size_t l = 0; l < layout.layers(); ++l)
+            w = std::max(w, layout.size(l));
+        return w;
     }
 
     int rank_, tag_;
@@ -83,7 +113,8 @@ private:
     layer_layout layout_;
     message_cut cut_;
     std::vector<partner> partners_;
-    std::vector<T> scratch_;
+    layer_triples<Memory> triples_;
+    typename Memory::template buffer<T> scratch_;
     std::vector<typename C::request> requests_; // after scratch_: pending requests die first
 };
 

@@ -19,6 +19,9 @@
 // plus the triple exchanges: s+1 of one [a.b, a.a, b.b] triple (24 bytes) per layer at
 // step s = 0..log2(P)-1.
 // cost: 2*log2(P)*alpha + 2*(P-1)/P*M*beta + 2*(P-1)/P*M*gamma + log2(P)*(log2(P)+1)/2*(alpha + 24*L*beta) + F*(2*alpha + 2*M*beta + 2*M*gamma)
+// In a memory space (Memory, algorithm/memory.hpp) the messages are the same, gamma is the
+// kernels', and each step adds a few space synchronizations (sigma) and one copy of its
+// 24*L bytes of triples to the host (algorithm/layer_triples.hpp).
 //
 // The receive of each step is segmented and this rank's partial triples of a segment are
 // formed as soon as it lands. A layer that lies wholly in this rank's part needs no other
@@ -36,19 +39,21 @@
 #include <span>
 #include <vector>
 
+#include <gradsync/algorithm/layer_triples.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
-#include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
+#include <gradsync/policy/sum.hpp>
 
 namespace gradsync {
 
 // The Adasum tree by recursive halving over block `range` of a layout (the whole buffer for
 // the plan below; hierarchical Adasum runs it on the block a rank holds for its node). Its
 // run() takes complete(triples), called with each step's group-summed triples (3 per layer
-// of the layout) before the coefficients are formed; complete must leave equal values on
-// every rank of the group (hierarchical Adasum sums them over the node too).
-template <element T, communicator C>
+// of the layout, a Memory::span<double>) before the coefficients are formed; complete must
+// leave equal values on every rank of the group (hierarchical Adasum sums them over the
+// node too).
+template <element T, communicator C, class Memory = host_memory>
 class adasum_halving {
 public:
     adasum_halving(const C& comm, const layer_layout& layout, const plan_options<recursive_halving>& options,
@@ -56,13 +61,12 @@ public:
         : rank_(comm.rank()), tag_(options.tag), layout_(layout),
           range_{range.begin, std::min(range.end, layout.total())}, fold_(comm.size()), plain_{eager_limit(comm), 0},
           piped_{eager_limit(comm), options.pipeline.segment_bytes},
-          window_(std::size_t(std::max(options.pipeline.window, 1))), triples_(3 * layout.layers()),
-          received_(3 * layout.layers())
+          window_(Memory::synchronous ? std::size_t(std::max(options.pipeline.window, 1)) : ~std::size_t(0))
     {
         const std::size_t count = range_.size();
         const int v = fold_.virtual_rank(rank_);
-        std::size_t largest = fold_.absorbs(rank_) ? count : 0;
-        std::size_t requests = 2 * plain_.messages<double>(triples_.size());
+        std::size_t largest = fold_.absorbs(rank_) ? count : 0, widest = fold_.absorbs(rank_) ? widest_part({0, count}) : 0;
+        std::size_t requests = 2 * plain_.messages<double>(3 * layout.layers());
         if (fold_.sits_out(rank_) || fold_.absorbs(rank_))
             requests = std::max(requests, plain_.messages<T>(count));
         if (v >= 0) {
@@ -73,38 +77,44 @@ public:
                 for (int m = 1; m <= mask; m <<= 1)
                     peers_.push_back(fold_.real_rank(v ^ m));
                 s.group_end = peers_.size();
-                std::size_t widest = 0; // the largest layer part this rank keeps
-                for_each_layer_part(s.halves.keep, [&](std::size_t, block b) { widest = std::max(widest, b.size()); });
-                s.early = piped_.messages<T>(s.halves.keep.size()) > 1 || widest * sizeof(T) <= early_layer_bytes;
+                const std::size_t kept = widest_part(s.halves.keep);
+                s.early = Memory::synchronous &&
+                          (piped_.messages<T>(s.halves.keep.size()) > 1 || kept * sizeof(T) <= early_layer_bytes);
                 steps_.push_back(s);
                 largest = std::max(largest, s.halves.keep.size());
+                widest = std::max(widest, kept);
                 requests = std::max({requests,
                                      piped_.messages<T>(s.halves.send.size()) + piped_.messages<T>(s.halves.keep.size()),
                                      plain_.messages<T>(s.halves.send.size()) + plain_.messages<T>(s.halves.keep.size())});
             }
         }
-        scratch_.resize(largest);
+        scratch_ = typename Memory::template buffer<T>(largest);
+        triples_ = layer_triples<Memory>(layout.layers(), widest);
+        received_ = typename Memory::template buffer<double>(3 * layout.layers());
         requests_.resize(requests);
     }
 
     std::size_t count() const noexcept { return range_.size(); }
     std::size_t scratch_bytes() const noexcept
     {
-        return scratch_.size() * sizeof(T) + (triples_.size() + received_.size()) * sizeof(double);
+        return scratch_.size() * sizeof(T) + triples_.bytes() + received_.size() * sizeof(double);
     }
 
     template <class Complete>
-    void run(C& comm, std::span<T> data, Complete&& complete)
+    void run(C& comm, typename Memory::template span<T> data, Complete&& complete)
     {
+        const Memory memory = Memory::of(data);
+        const std::span<T> d = Memory::elements(data);
+        memory.synchronize(); // the caller's queued work on data ends before the first send
         run_folded<T>(
-            comm, fold_, tag_, data, plain_, plain_, requests_,
-            [&](int lower) { absorb(comm, data, lower, complete); },
+            comm, fold_, tag_, d, plain_, plain_, requests_,
+            [&](int lower) { absorb(comm, memory, d, lower, complete); },
             [&] {
                 for (const step& s : steps_)
-                    reduce_step(comm, data, s, complete);
+                    reduce_step(comm, memory, d, s, complete);
                 for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
-                    exchange<T>(comm, tag_, s->peer(), block_span(data, s->halves.keep), s->peer(),
-                                block_span(data, s->halves.send), plain_, requests_);
+                    exchange<T>(comm, tag_, s->peer(), block_span(d, s->halves.keep), s->peer(),
+                                block_span(d, s->halves.send), plain_, requests_);
             });
     }
 
@@ -113,7 +123,8 @@ private:
     // segment has landed, and is combined then, while still in cache (`early`), when the
     // part comes in several segments or its layers are small (two operands within L1).
     // Otherwise all triples come before all combines, which measured faster for larger
-    // layers (docs/results.md, "Adasum against Sum").
+    // layers (docs/results.md, "Adasum against Sum"). A memory whose kernels are queued
+    // (a GPU) never combines early: that would wait for each layer's triple.
     static constexpr std::size_t early_layer_bytes = std::size_t(16) << 10;
 
     struct step {
@@ -127,28 +138,31 @@ private:
 
     // h = A(g(lower), g(rank)), the lower rank's vector first.
     template <class Complete>
-    void absorb(C& comm, std::span<T> data, int lower_rank, Complete& complete)
+    void absorb(C& comm, const Memory& memory, std::span<T> data, int lower_rank, Complete& complete)
     {
         const std::span<T> lower(scratch_.data(), data.size());
         exchange<T>(comm, tag_, rank_, {}, lower_rank, lower, plain_, requests_);
-        std::fill(triples_.begin(), triples_.end(), 0.0);
+        triples_.clear(memory);
         const block all{0, data.size()};
         for_each_layer_part(all, [&](std::size_t l, block b) {
-            add_triple(l, kernels::triple<T>(block_span(lower, b), block_span(data, b)));
+            triples_.template add<T>(memory, l, block_span(lower, b), block_span(data, b));
         });
-        complete(std::span<double>(triples_));
-        for_each_layer_part(all, [&](std::size_t l, block b) { apply_layer(l, b, all, data, lower, false); });
+        memory.synchronize();
+        complete(memory.view(triples_.sums()));
+        triples_.fetch(memory);
+        for_each_layer_part(all, [&](std::size_t l, block b) { apply_layer(memory, l, b, all, data, lower, false); });
+        memory.synchronize();
     }
 
     template <class Complete>
-    void reduce_step(C& comm, std::span<T> data, const step& s, Complete& complete)
+    void reduce_step(C& comm, const Memory& memory, std::span<T> data, const step& s, Complete& complete)
     {
         const block keep = s.halves.keep;
         const std::span<T> theirs(scratch_.data(), keep.size());
 
         // Receive their half segment by segment, forming this rank's partial triples of
         // each segment as it lands (still in cache).
-        std::fill(triples_.begin(), triples_.end(), 0.0);
+        triples_.clear(memory);
         exchange_segments<T>(comm, tag_, s.peer(), std::span<const T>(block_span(data, s.halves.send)), s.peer(),
                              keep.size(), theirs, window_, piped_, requests_,
                              [&](std::size_t begin, std::span<T> landed) {
@@ -156,22 +170,30 @@ private:
                                  for_each_layer_part(seg, [&](std::size_t l, block b) {
                                      const std::span<const T> mine = block_span(data, b),
                                                               other = block_span(theirs, shift(b, keep.begin));
-                                     add_triple(l, s.low ? kernels::triple(mine, other) : kernels::triple(other, mine));
-                                     if (s.early && inside(l, keep) && b.end == layer_block(l).end)
-                                         apply_layer(l, layer_block(l), keep, data, theirs, s.low);
+                                     if (s.low)
+                                         triples_.template add<T>(memory, l, mine, other);
+                                     else
+                                         triples_.template add<T>(memory, l, other, mine);
+                                     if (s.early && inside(l, keep) && b.end == layer_block(l).end) {
+                                         triples_.fetch(memory, l);
+                                         apply_layer(memory, l, layer_block(l), keep, data, theirs, s.low);
+                                     }
                                  });
                              });
-
+        memory.synchronize();
         for (std::size_t g = s.group_begin; g < s.group_end; ++g) {
-            exchange<double>(comm, tag_, peers_[g], triples_, peers_[g], received_, plain_, requests_);
-            for (std::size_t i = 0; i < triples_.size(); ++i)
-                triples_[i] += received_[i];
+            const std::span<double> received(received_.data(), received_.size());
+            exchange<double>(comm, tag_, peers_[g], triples_.sums(), peers_[g], received, plain_, requests_);
+            memory.template combine<sum>(triples_.sums(), std::span<const double>(received));
+            memory.synchronize();
         }
-        complete(std::span<double>(triples_));
+        complete(memory.view(triples_.sums()));
+        triples_.fetch(memory);
         for_each_layer_part(keep, [&](std::size_t l, block b) {
             if (!s.early || !inside(l, keep))
-                apply_layer(l, b, keep, data, theirs, s.low);
+                apply_layer(memory, l, b, keep, data, theirs, s.low);
         });
+        memory.synchronize();
     }
 
     // Layer l's positions within this plan's range (for a layer that lies in it).
@@ -186,24 +208,26 @@ private:
         return layout_.offset(l) >= range_.begin + r.begin && layout_.offset(l) + layout_.size(l) <= range_.begin + r.end;
     }
 
-    // data = A(a, b) on p, a part of layer l within r, with the coefficients of triples_[l];
+    // data = A(a, b) on p, a part of layer l within r, with layer l's fetched coefficients;
     // a is data when `mine_is_a`; theirs holds the partner's copy of r.
-    void apply_layer(std::size_t l, block p, block r, std::span<T> data, std::span<T> theirs, bool mine_is_a)
+    void apply_layer(const Memory& memory, std::size_t l, block p, block r, std::span<T> data, std::span<T> theirs,
+                     bool mine_is_a)
     {
-        const adasum::coefficients c = adasum::from({triples_[3 * l], triples_[3 * l + 1], triples_[3 * l + 2]});
+        const adasum::coefficients c = triples_.coefficients(l);
         const std::span<T> mine = block_span(data, p);
         const std::span<const T> other = block_span(theirs, shift(p, r.begin));
         if (mine_is_a)
-            kernels::scaled_add<T>(mine, c.a, mine, c.b, other);
+            memory.template scaled_add<T>(mine, c.a, mine, c.b, other);
         else
-            kernels::scaled_add<T>(mine, c.a, other, c.b, mine);
+            memory.template scaled_add<T>(mine, c.a, other, c.b, mine);
     }
 
-    void add_triple(std::size_t l, const kernels::dot_triple& t) noexcept
+    // The largest part of a layer within r (positions within this plan's range).
+    std::size_t widest_part(block r) const
     {
-        triples_[3 * l] += t.ab;
-        triples_[3 * l + 1] += t.aa;
-        triples_[3 * l + 2] += t.bb;
+        std::size_t widest = 0;
+        for_each_layer_part(r, [&](std::size_t, block b) { widest = std::max(widest, b.size()); });
+        return widest;
     }
 
     // Calls f(layer, part) for every layer that meets r (positions within this plan's
@@ -226,14 +250,16 @@ private:
     std::size_t window_;
     std::vector<step> steps_;
     std::vector<int> peers_;
-    std::vector<double> triples_, received_; // [a.b, a.a, b.b] per layer
-    std::vector<T> scratch_;
+    layer_triples<Memory> triples_;
+    typename Memory::template buffer<double> received_; // a partner's triples
+    typename Memory::template buffer<T> scratch_;
     std::vector<typename C::request> requests_; // after the buffers: pending requests die first
 };
 
 // The Adasum plan of recursive_halving: the tree over the whole buffer.
-template <element T, communicator C>
-class adasum_recursive_halving_plan : public plan_types<recursive_halving, C, std::span<T>> {
+template <element T, communicator C, class Memory = host_memory>
+class adasum_recursive_halving_plan
+    : public plan_types<recursive_halving, C, typename Memory::template span<T>> {
 public:
     adasum_recursive_halving_plan(const C& comm, const layer_layout& layout,
                                   const plan_options<recursive_halving>& options)
@@ -243,13 +269,13 @@ public:
 
     std::size_t count() const noexcept { return tree_.count(); }
     std::size_t scratch_bytes() const noexcept { return tree_.scratch_bytes(); }
-    void run(C& comm, std::span<T> data)
+    void run(C& comm, typename Memory::template span<T> data)
     {
-        tree_.run(comm, data, [](std::span<double>) {});
+        tree_.run(comm, data, [](auto) {});
     }
 
 private:
-    adasum_halving<T, C> tree_;
+    adasum_halving<T, C, Memory> tree_;
 };
 
 } // namespace gradsync

@@ -20,7 +20,11 @@
 // (N-1)/N M twice (triples, then the scaled add), and each link sums 24 bytes per layer by
 // recursive doubling, log2(P) + 2F messages.
 // cost: 2*(N-1)*alpha + 2*(N-1)/N*M*beta + 2*(N-1)/N*M*gamma + (N-1)*(log2(P) + 2*F)*(alpha + 24*L*beta)
-// Scratch: the other ranks' copies of this rank's block, (N-1)/N of the buffer.
+// In a memory space (Memory, algorithm/memory.hpp) the messages are the same, gamma is the
+// kernels', and each link adds a few space synchronizations (sigma) and one copy of its
+// 24*L bytes of triples to the host (algorithm/layer_triples.hpp).
+// Scratch: the other ranks' copies of this rank's block, (N-1)/N of the buffer, the layer
+// triples (layer_triples.hpp) and their sum's recursive doubling (3 doubles per layer).
 //
 // Preconditions: any N, count and layout (empty and one-element layers, layers across
 // blocks). Each element is computed by its block's owner and then copied, and the triple
@@ -32,22 +36,22 @@
 #include <span>
 #include <vector>
 
+#include <gradsync/algorithm/layer_triples.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/ring.hpp>
-#include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/policy/sum.hpp>
 
 namespace gradsync {
 
-template <element T, communicator C>
-class adasum_ring_plan : public plan_types<ring, C, std::span<T>> {
+template <element T, communicator C, class Memory = host_memory>
+class adasum_ring_plan : public plan_types<ring, C, typename Memory::template span<T>> {
 public:
     adasum_ring_plan(const C& comm, const layer_layout& layout, const plan_options<ring>& options)
         : rank_(comm.rank()), size_(comm.size()), tag_(options.tag), layout_(layout), cut_{eager_limit(comm), 0},
-          mine_(block_at(rank_)), triples_(3 * layout.layers()),
-          triple_sum_(comm, layer_layout(triples_.size(), {}), options_for<recursive_doubling>(options)),
+          mine_(block_at(rank_)), triples_(layout.layers(), widest_part()),
+          triple_sum_(comm, layer_layout(3 * layout.layers(), {}), options_for<recursive_doubling>(options)),
           scratch_(std::size_t(size_ - 1) * mine_.size()),
           requests_(2 * cut_.messages<T>(block_at(0).size())) // block 0 is never smaller
     {
@@ -56,22 +60,25 @@ public:
     std::size_t count() const noexcept { return layout_.total(); }
     std::size_t scratch_bytes() const noexcept
     {
-        return scratch_.size() * sizeof(T) + triples_.size() * sizeof(double) + triple_sum_.scratch_bytes();
+        return scratch_.size() * sizeof(T) + triples_.bytes() + triple_sum_.scratch_bytes();
     }
 
-    void run(C& comm, std::span<T> data)
+    void run(C& comm, typename Memory::template span<T> data)
     {
+        const Memory memory = Memory::of(data);
+        const std::span<T> d = Memory::elements(data);
         const int n = size_;
+        memory.synchronize(); // the caller's queued work on data ends before the first send
         for (int i = 1; i < n; ++i) {
             const int to = (rank_ + i) % n, from = (rank_ + n - i) % n;
-            exchange<T>(comm, tag_, to, block_span(data, block_at(to)), from, copy_of(from), cut_, requests_);
+            exchange<T>(comm, tag_, to, block_span(d, block_at(to)), from, copy_of(from), cut_, requests_);
         }
         for (int k = 1; k < n; ++k)
-            link(comm, data, k);
+            link(comm, memory, d, k);
         const int right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
         for (int s = 0; s + 1 < n; ++s)
-            exchange<T>(comm, tag_, right, block_span(data, block_at(rank_ - s)), left,
-                        block_span(data, block_at(rank_ - s - 1)), cut_, requests_);
+            exchange<T>(comm, tag_, right, block_span(d, block_at(rank_ - s)), left,
+                        block_span(d, block_at(rank_ - s - 1)), cut_, requests_);
     }
 
 private:
@@ -79,23 +86,21 @@ private:
     // so far lives where its first gradient does (data when s is this rank, else the copy
     // from rank s); the last link writes into data, whose own gradient is no longer needed
     // then (or is the link's second operand, which scaled_add may overwrite).
-    void link(C& comm, std::span<T> data, int k)
+    void link(C& comm, const Memory& memory, std::span<T> data, int k)
     {
-        std::fill(triples_.begin(), triples_.end(), 0.0);
+        triples_.clear(memory);
         for_each_layer_part([&](std::size_t l, block b) {
-            const kernels::dot_triple t = kernels::triple<T>(operand(data, chain_start(l), b),
-                                                             operand(data, chain_start(l) + k, b));
-            triples_[3 * l] = t.ab;
-            triples_[3 * l + 1] = t.aa;
-            triples_[3 * l + 2] = t.bb;
+            triples_.template add<T>(memory, l, operand(data, chain_start(l), b), operand(data, chain_start(l) + k, b));
         });
-        triple_sum_.run(comm, std::span<double>(triples_));
+        triple_sum_.run(comm, memory.view(triples_.sums()));
+        triples_.fetch(memory);
         for_each_layer_part([&](std::size_t l, block b) {
-            const adasum::coefficients c = adasum::from({triples_[3 * l], triples_[3 * l + 1], triples_[3 * l + 2]});
+            const adasum::coefficients c = triples_.coefficients(l);
             const std::span<T> acc = operand(data, chain_start(l), b);
-            kernels::scaled_add<T>(k + 1 == size_ ? block_span(data, b) : acc, c.a, acc, c.b,
-                                   operand(data, chain_start(l) + k, b));
+            memory.template scaled_add<T>(k + 1 == size_ ? block_span(data, b) : acc, c.a, acc, c.b,
+                                          operand(data, chain_start(l) + k, b));
         });
+        memory.synchronize();
     }
 
     // Calls f(layer, part) for every layer that meets this rank's block, part the
@@ -104,6 +109,13 @@ private:
     void for_each_layer_part(F f) const
     {
         layout_.for_each_part(mine_.begin, mine_.end, [&](std::size_t l, std::size_t b, std::size_t e) { f(l, block{b, e}); });
+    }
+
+    std::size_t widest_part() const
+    {
+        std::size_t widest = 0;
+        for_each_layer_part([&](std::size_t, block b) { widest = std::max(widest, b.size()); });
+        return widest;
     }
 
     int chain_start(std::size_t l) const noexcept { return int(l % std::size_t(size_)); }
@@ -119,7 +131,7 @@ private:
     std::span<T> copy_of(int q)
     {
         const std::size_t slot = std::size_t((q - rank_ + size_) % size_ - 1);
-        return std::span<T>(scratch_).subspan(slot * mine_.size(), mine_.size());
+        return std::span<T>(scratch_.data(), scratch_.size()).subspan(slot * mine_.size(), mine_.size());
     }
 
     block block_at(int q) const noexcept { return block_of(layout_.total(), size_, ((q % size_) + size_) % size_); }
@@ -128,9 +140,9 @@ private:
     layer_layout layout_;
     message_cut cut_;
     block mine_;
-    std::vector<double> triples_; // [a.b, a.a, b.b] per layer, this rank's part, then summed
-    recursive_doubling_plan<double, C, sum> triple_sum_;
-    std::vector<T> scratch_;
+    layer_triples<Memory> triples_; // [a.b, a.a, b.b] per layer, this rank's part, then summed
+    recursive_doubling_plan<double, C, sum, Memory> triple_sum_;
+    typename Memory::template buffer<T> scratch_;
     std::vector<typename C::request> requests_; // after scratch_: pending requests die first
 };
 

@@ -18,6 +18,8 @@
 // allgather (copying) over the k ranks of a node, and recursive halving with folding over
 // the N/k nodes on the M/k block.
 // cost: 2*(k-1)*alpha + 2*(k-1)/k*M*beta + (k-1)/k*M*gamma + 2*log2(P)*alpha_x + 2*(P-1)/P*(M/k)*beta_x + (P-1)/P*(M/k)*gamma_x + F*(2*alpha_x + 2*(M/k)*beta_x + (M/k)*gamma_x)
+// In a memory space (Memory, algorithm/memory.hpp) the messages are the same and gamma is
+// the kernels' (Adasum: the costs of adasum_recursive_halving.hpp on the block).
 // Only M/k bytes per rank cross the slow links, against 2(N-1)/N M for a flat ring.
 //
 // ranks_per_node = 0 asks the communicator (c.ranks_per_node(): local_communicator says N,
@@ -78,18 +80,18 @@ int resolve_ranks_per_node(C& comm, int requested)
     return k;
 }
 
-// Policy: sum, average (any elementwise policy) or adasum; host memory.
-template <element T, communicator C, class Policy>
-class hierarchical_plan : public plan_types<hierarchical, C, std::span<T>> {
+// Policy: an elementwise policy that Memory combines, or adasum.
+template <element T, communicator C, class Policy, class Memory = host_memory>
+class hierarchical_plan : public plan_types<hierarchical, C, typename Memory::template span<T>> {
     using view = subgroup<C>;
-    using cross_plan = std::conditional_t<is_adasum<Policy>, adasum_halving<T, view>,
-                                          recursive_halving_plan<T, view, sum>>;
+    using cross_plan = std::conditional_t<is_adasum<Policy>, adasum_halving<T, view, Memory>,
+                                          recursive_halving_plan<T, view, sum, Memory>>;
     // Adasum's node-wide sums of each step's triples; nothing for the other policies.
     struct no_triples {
         std::size_t scratch_bytes() const noexcept { return 0; }
     };
     using triple_plan =
-        std::conditional_t<is_adasum<Policy>, recursive_doubling_plan<double, view, sum>, no_triples>;
+        std::conditional_t<is_adasum<Policy>, recursive_doubling_plan<double, view, sum, Memory>, no_triples>;
 
 public:
     hierarchical_plan(C& comm, const layer_layout& layout, const plan_options<hierarchical>& options)
@@ -107,20 +109,25 @@ public:
     }
     int ranks_per_node() const noexcept { return per_node_; }
 
-    void run(C& comm, std::span<T> data)
+    void run(C& comm, typename Memory::template span<T> data)
     {
+        const Memory memory = Memory::of(data);
+        const std::span<T> d = Memory::elements(data);
         view node = node_view(comm), across = cross_view(comm);
-        intra_.reduce_scatter(node, data);
-        const std::span<T> mine = block_span(data, intra_.owned());
+        memory.synchronize(); // the caller's queued work on data ends before the first send
+        intra_.reduce_scatter(node, d, memory);
+        const std::span<T> mine = block_span(d, intra_.owned());
         if constexpr (is_adasum<Policy>) {
             if (rule_ == node_combine::average)
-                average::finish<T>(mine, per_node_);
-            inter_.run(across, mine, [&](std::span<double> triples) { node_triples_.run(node, triples); });
+                memory.template finish<average>(mine, per_node_);
+            inter_.run(across, memory.view(mine),
+                       [&](typename Memory::template span<double> triples) { node_triples_.run(node, triples); });
         } else {
-            inter_.run(across, mine);
-            Policy::template finish<T>(mine, size_);
+            inter_.run(across, memory.view(mine));
+            memory.template finish<Policy>(mine, size_);
         }
-        intra_.allgather(node, data);
+        memory.synchronize();
+        intra_.allgather(node, d);
     }
 
 private:
@@ -164,7 +171,7 @@ private:
     int size_, per_node_;
     node_combine rule_;
     std::vector<int> node_, cross_;
-    ring_plan<T, view, sum> intra_;
+    ring_plan<T, view, sum, Memory> intra_;
     cross_plan inter_;
     triple_plan node_triples_;
 };

@@ -20,7 +20,9 @@
 // receive of another size than its send is not detected (the reducer's agreement check rules
 // it out); host algorithms, which keep a window of receives and wait on them one by one, can
 // deadlock under grouping, so the device reducer runs only device plans here
-// (runs_host_algorithms = false): Sum and Average. The calling thread's current device must
+// (runs_host_algorithms = false): every policy and algorithm (the device plans post all of a
+// step's receives before waiting, docs/gpu.md) and nccl_passthrough. Hierarchical needs its
+// ranks_per_node set, as NCCL cannot tell the nodes. The calling thread's current device must
 // be the communicator's.
 #pragma once
 

@@ -1,7 +1,7 @@
 // Sum and Average in a memory space (device/space.hpp): the combine and finish of
 // policy/sum.hpp, through the Thrust kernels (kernels/thrust.hpp), so the results are the
-// host policies' bits. Adasum has no device plans: the device reducer stages it through
-// host memory.
+// host policies' bits. Adasum is not elementwise: its plans form triples and scaled adds
+// through the memory (device/memory.hpp, algorithm/layer_triples.hpp).
 #pragma once
 
 #include <concepts>

@@ -12,14 +12,16 @@
 //    straight from and into device memory. Needs a communicator that carries the space's
 //    memory (Space::carries: a local_group built with gradsync::device_copy,
 //    nccl_communicator) and a plan in the table (plan_table.hpp) for (algorithm, policy,
-//    space_memory<Space>): Sum and Average with ring, recursive_halving, recursive_doubling,
-//    automatic; nccl_passthrough.
+//    space_memory<Space>): every policy with ring, recursive_halving, recursive_doubling,
+//    hierarchical and automatic; Sum and Average with nccl_passthrough.
 //  - staged: the data is copied into a host buffer (pinned for a GPU, allocated once here),
 //    the host plan runs on it, and the result is copied back. Any policy and algorithm,
-//    Adasum and hierarchical included, over any communicator that runs host algorithms
-//    (runs_host_algorithms: all but nccl_communicator).
+//    over any communicator that runs host algorithms (runs_host_algorithms: all but
+//    nccl_communicator).
 // device_path::automatic takes direct where it can. Device plans send the host plans'
-// messages and compute their bits, so ranks with equal options may even differ in path.
+// messages; for Sum and Average they compute the host plans' bits, so ranks with equal
+// options may even differ in path. Adasum's triples are summed in another order on the
+// device, so for Adasum the agreement check refuses ranks that differ in path.
 //
 // A call is ordered after the work the caller queued in the span's space and returns when
 // the reduced data is in place (the space has been synchronized).
@@ -77,8 +79,7 @@ class device_reducer {
     static constexpr bool has_staged = runs_host_algorithms<Comm> && has_plan<T, Comm, Algorithm, Policy>;
     static_assert(has_direct || has_staged,
                   "gradsync::device_reducer: this communicator runs only device plans, and the table has none for "
-                  "this policy and algorithm (device plans: sum or average with ring, recursive_halving, "
-                  "recursive_doubling, automatic or nccl_passthrough)");
+                  "this policy and algorithm (nccl_passthrough has only sum and average)");
 
     // The plans of the two paths, std::monostate where a path cannot exist.
     using direct_plan = std::conditional_t<has_direct,

@@ -7,6 +7,8 @@
 //   scale(exec, x, f)                    x[i] = x[i] * f
 //   scaled_add(exec, out, ca, a, cb, b)  out[i] = fma(ca, a[i], cb*b[i]); out may be a or b
 //   triple(exec, a, b, result, ws)       *result = [a.b, a.a, b.b]
+//   add_triple(exec, a, b, sums, ws)     sums[0..2] += [a.b, a.a, b.b] (three doubles)
+//   zero(exec, x)                        x[i] = +0
 //   canonicalize_nan(exec, x)            every NaN becomes the host kernel's quiet NaN
 //
 // Preconditions: every span (and result, ws) lies in memory that exec's kernels can reach;
@@ -42,6 +44,8 @@
 #include <string>
 #include <type_traits>
 
+#include <thrust/fill.h>
+#include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform.h>
 
@@ -261,6 +265,20 @@ struct partial_lane {
     }
 };
 
+// The top level of add_triple: the one lane's triple added to three doubles.
+template <class Lane>
+struct add_top {
+    Lane lane;
+    double* sums;
+    GRADSYNC_HD void operator()(std::size_t) const
+    {
+        const dot_triple t = lane(0);
+        sums[0] = sums[0] + t.ab;
+        sums[1] = sums[1] + t.aa;
+        sums[2] = sums[2] + t.bb;
+    }
+};
+
 constexpr std::size_t lanes_of(std::size_t n, std::size_t fanout) noexcept
 {
     return n <= fanout ? 1 : (n + fanout - 1) / fanout;
@@ -323,31 +341,68 @@ void canonicalize_nan(const Exec& exec, std::span<T> x)
     thrust::transform(exec, p, p + x.size(), p, thrust_detail::canonical_nan_op<K>{std::bit_cast<K>(quiet)});
 }
 
+namespace thrust_detail {
+
+// The levels of the triple of (a, b) below the top (into workspace), then top(lane) with the
+// one lane left: triple() stores its triple, add_triple() adds it.
+template <class Exec, element T, class Top>
+void triple_levels(const Exec& exec, const char* kernel, std::span<const T> a, std::span<const T> b,
+                   std::span<dot_triple> workspace, Top top)
+{
+    check_sizes(kernel, a.size(), b.size());
+    const std::size_t n = a.size();
+    if (workspace.size() < triple_workspace(n))
+        throw usage_error(std::string("gradsync::kernels::") + kernel + " (Thrust): " + std::to_string(n) +
+                          " elements need a workspace of " + std::to_string(triple_workspace(n)) + " partials, got " +
+                          std::to_string(workspace.size()));
+    using count = thrust::counting_iterator<std::size_t>;
+    const triple_lane<kernel_t<T>> first{kernel_data(a), kernel_data(b), n, lanes_of(n, triple_first_fanout)};
+    if (first.lanes == 1)
+        return top(first);
+    std::size_t lanes = first.lanes;
+    dot_triple* const low = workspace.data();
+    dot_triple* const high = low + lanes;
+    thrust::transform(exec, count(0), count(lanes), low, first);
+    const dot_triple* in = low;
+    for (;;) {
+        const partial_lane next{in, lanes, lanes_of(lanes, triple_fanout)};
+        if (next.lanes == 1)
+            return top(next);
+        dot_triple* const out = in == low ? high : low;
+        thrust::transform(exec, count(0), count(next.lanes), out, next);
+        in = out;
+        lanes = next.lanes;
+    }
+}
+
+} // namespace thrust_detail
+
 template <class Exec, element T>
 void triple(const Exec& exec, std::span<const T> a, std::span<const T> b, dot_triple* result,
             std::span<dot_triple> workspace)
 {
-    namespace d = thrust_detail;
-    d::check_sizes("triple", a.size(), b.size());
-    const std::size_t n = a.size();
-    if (workspace.size() < triple_workspace(n))
-        throw usage_error("gradsync::kernels::triple (Thrust): " + std::to_string(n) +
-                          " elements need a workspace of " + std::to_string(triple_workspace(n)) + " partials, got " +
-                          std::to_string(workspace.size()));
     using count = thrust::counting_iterator<std::size_t>;
-    std::size_t lanes = d::lanes_of(n, triple_first_fanout);
-    dot_triple* const low = workspace.data();
-    dot_triple* const high = low + lanes; // used only when level 1 has more than one lane
-    dot_triple* out = lanes == 1 ? result : low;
-    thrust::transform(exec, count(0), count(lanes), out,
-                      d::triple_lane<d::kernel_t<T>>{d::kernel_data(a), d::kernel_data(b), n, lanes});
-    while (lanes > 1) {
-        const std::size_t below = lanes;
-        const dot_triple* in = out;
-        lanes = d::lanes_of(below, triple_fanout);
-        out = lanes == 1 ? result : in == low ? high : low;
-        thrust::transform(exec, count(0), count(lanes), out, d::partial_lane{in, below, lanes});
-    }
+    thrust_detail::triple_levels(exec, "triple", a, b, workspace, [&](const auto& lane) {
+        thrust::transform(exec, count(0), count(1), result, lane);
+    });
+}
+
+template <class Exec, element T>
+void add_triple(const Exec& exec, std::span<const T> a, std::span<const T> b, double* sums,
+                std::span<dot_triple> workspace)
+{
+    using count = thrust::counting_iterator<std::size_t>;
+    thrust_detail::triple_levels(exec, "add_triple", a, b, workspace, [&](const auto& lane) {
+        thrust::for_each(exec, count(0), count(1), thrust_detail::add_top<std::decay_t<decltype(lane)>>{lane, sums});
+    });
+}
+
+template <class Exec, element T>
+void zero(const Exec& exec, std::span<T> x)
+{
+    using K = thrust_detail::kernel_t<T>;
+    K* p = thrust_detail::kernel_data(x);
+    thrust::fill(exec, p, p + x.size(), std::bit_cast<K>(T(0)));
 }
 
 } // namespace gradsync::kernels

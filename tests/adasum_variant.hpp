@@ -1,0 +1,106 @@
+// Algorithms as run-time values, so one test runner covers every algorithm tag, and the
+// reference result and tolerance of each: shared by the host Adasum tests (test_adasum.cpp)
+// and the device ones (gpu/adasum_cases.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <gradsync/gradsync.hpp>
+
+#include "adasum_reference.hpp"
+
+namespace adasum_variant {
+
+enum class alg { recursive_halving, recursive_doubling, ring, automatic, hierarchical };
+
+struct variant {
+    alg a = alg::recursive_halving;
+    int k = 0;                     // hierarchical: ranks_per_node (0: ask the communicator)
+    bool node_sum = false;         // hierarchical: node_combine::sum instead of average
+    bool small_thresholds = false; // automatic{.small_bytes = 256, .ring_bytes = 2048}
+};
+
+// automatic's thresholds; the small ones let a few thousand elements choose ring or
+// recursive_halving.
+inline gradsync::automatic automatic_rule(const variant& v)
+{
+    gradsync::automatic rule;
+    if (v.small_thresholds) {
+        rule.small_bytes = 256;
+        rule.ring_bytes = 2048;
+    }
+    return rule;
+}
+
+inline std::string describe(const variant& v)
+{
+    switch (v.a) {
+    case alg::recursive_halving: return "recursive_halving";
+    case alg::recursive_doubling: return "recursive_doubling";
+    case alg::ring: return "ring";
+    case alg::automatic: return v.small_thresholds ? "automatic{small_bytes 256, ring_bytes 2048}" : "automatic{}";
+    case alg::hierarchical:
+        return "hierarchical{ranks_per_node " + std::to_string(v.k) + (v.node_sum ? ", sum}" : ", average}");
+    }
+    return "?";
+}
+
+// f(the algorithm tag v names).
+template <class F>
+void with_algorithm(const variant& v, F&& f)
+{
+    switch (v.a) {
+    case alg::recursive_halving: f(gradsync::recursive_halving{}); break;
+    case alg::recursive_doubling: f(gradsync::recursive_doubling{}); break;
+    case alg::ring: f(gradsync::ring{}); break;
+    case alg::automatic: f(automatic_rule(v)); break;
+    case alg::hierarchical:
+        f(gradsync::hierarchical{.ranks_per_node = v.k,
+                                 .within_node = v.node_sum ? gradsync::node_combine::sum
+                                                           : gradsync::node_combine::average});
+        break;
+    }
+}
+
+// The variants a scenario runs: every algorithm, automatic with small thresholds too, and
+// hierarchical with two-rank nodes (one-rank for odd n) averaged and summed, and with the
+// communicator's nodes (local_communicator: one node of all n ranks).
+inline std::vector<variant> scenario_variants(int n)
+{
+    const int k = n % 2 == 0 ? 2 : 1;
+    return {{.a = alg::recursive_halving},
+            {.a = alg::recursive_doubling},
+            {.a = alg::ring},
+            {.a = alg::automatic},
+            {.a = alg::automatic, .small_thresholds = true},
+            {.a = alg::hierarchical, .k = k},
+            {.a = alg::hierarchical, .k = 0},
+            {.a = alg::hierarchical, .k = k, .node_sum = true}};
+}
+
+// k of a hierarchical variant on n ranks (local_communicator says one node of n ranks).
+inline int resolved_k(const variant& v, int n) { return v.k == 0 ? n : v.k; }
+
+// The reference result of variant v on the gradients g (automatic: of the algorithm it chose).
+inline adaref::vec expected(const variant& v, std::uint32_t chosen, const std::vector<adaref::vec>& g,
+                            const std::vector<std::size_t>& layers)
+{
+    if (v.a == alg::hierarchical)
+        return adaref::hierarchical(g, layers, std::size_t(resolved_k(v, int(g.size()))), v.node_sum);
+    if (chosen == gradsync::ring::code)
+        return adaref::ring_chain(g, layers);
+    return adaref::halving_tree(g, layers);
+}
+
+// The reference's tolerance for T (docs/adasum.md, "Accuracy") under the tree or chain chosen.
+template <class T>
+double tolerance_of(std::uint32_t chosen)
+{
+    return adaref::tolerance<T>(chosen == gradsync::ring::code, std::is_same_v<T, gradsync::bfloat16>);
+}
+
+} // namespace adasum_variant
