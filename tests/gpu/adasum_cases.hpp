@@ -119,11 +119,7 @@ adasum_run<T> run_adasum(int n, const variant& v, const std::vector<job<T>>& job
                                 comm, jobs[j].sets[0][r].size(), std::span<const std::size_t>(jobs[j].layers),
                                 algorithm, device_cases::with(gradsync::device_path::direct, jobs[j].segment_bytes));
                             run.path[r] = reduce.path();
-                            for (per_rank<T>& set : res.device[j]) {
-                                typename H::template buffer<T> data(ctx, set[r]);
-                                reduce(data.span());
-                                set[r] = data.read();
-                            }
+                            device_cases::reduce_each<H>(reduce, ctx, res.device[j], r);
                         }
                     });
                 });

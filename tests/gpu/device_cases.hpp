@@ -72,6 +72,18 @@ struct device_run {
     std::vector<gradsync_test::outcome> outcomes; // per rank
 };
 
+// Rank r's input of every set, reduced in turn by `reduce` in the harness's memory; the
+// results replace the inputs.
+template <class H, class T, class Reducer>
+void reduce_each(Reducer& reduce, const typename H::context& ctx, std::vector<per_rank<T>>& sets, std::size_t r)
+{
+    for (per_rank<T>& set : sets) {
+        typename H::template buffer<T> data(ctx, set[r]);
+        reduce(data.span());
+        set[r] = data.read();
+    }
+}
+
 // The device path: one device_reducer per rank (options per rank), called on each input
 // set in turn; results replace the inputs.
 template <class H, class T, class Policy, class Algorithm>
@@ -91,11 +103,7 @@ device_run device_results(std::vector<per_rank<T>>& sets, std::span<const std::s
                 gradsync::device_reducer<T, local_communicator, Policy, Algorithm, typename H::space_type> reduce(
                     comm, count, layers, algorithm, options[r]);
                 run.path[r] = reduce.path();
-                for (auto& set : sets) {
-                    typename H::template buffer<T> data(ctx, set[r]);
-                    reduce(data.span());
-                    set[r] = data.read();
-                }
+                reduce_each<H>(reduce, ctx, sets, r);
             });
         });
     } catch (...) {
