@@ -3,7 +3,8 @@
 // object, optionally compares every planner and draws the timeline as SVG.
 //
 // Every error (bad flags, an unreadable or malformed profile) ends with exit status 2 and one
-// line on stderr; nothing is printed on stdout then.
+// line on stderr; nothing is printed on stdout then. A note on stderr, before planning, says
+// when a profile is too large for the default planner (optimal_default_layers).
 #include <gradsync/error.hpp>
 #include <gradsync/planner.hpp>
 
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -33,19 +35,25 @@ constexpr const char* usage_text =
     "hides behind backward. An allreduce of M bytes is modelled as T(M) = alpha + beta*M.\n"
     "\n"
     "  --profile FILE            layer profile CSV, layers in forward order, columns name, params,\n"
-    "                            backward_ms (forward_ms optional)\n"
+    "                            backward_ms (forward_ms optional); - reads standard input\n"
     "  --alpha SECONDS           start-up time of one allreduce\n"
     "  --beta SECONDS_PER_BYTE   time per byte of one allreduce\n"
     "  --bytes-per-element N     gradient element size (default 4, fp32)\n"
-    "  --method M                optimal (default; the exact minimum), mgwfbp (the MG-WFBP greedy),\n"
-    "                            wfbp (one allreduce per layer), single (one for all layers),\n"
-    "                            bucket:BYTES (DDP-style buckets closed at BYTES)\n"
+    "  --method M                optimal (the exact minimum; the default up to 10000 layers, mgwfbp\n"
+    "                            above), mgwfbp (the MG-WFBP greedy), wfbp (one allreduce per layer),\n"
+    "                            single (one for all layers), bucket:BYTES (DDP-style buckets closed\n"
+    "                            at BYTES)\n"
     "  --json                    print one JSON object instead of the summary\n"
     "  --svg FILE                draw the timeline of the chosen plan into FILE\n"
     "  --compare                 also compare every planner (bucket at 25 MiB)\n"
     "  --help                    print this text\n";
 
 constexpr std::uint64_t compare_bucket_bytes = 25ull << 20; // PyTorch DDP's default bucket
+
+// optimal tries every split point of every prefix, L(L+1)/2 of them, so its time grows with
+// the square of the layers: beyond this many it runs only when --method names it, and the
+// default is the linear mgwfbp.
+constexpr std::size_t optimal_default_layers = 10000;
 
 struct method_spec {
     std::string name; // as printed: optimal, mgwfbp, wfbp, single, bucket:BYTES
@@ -58,6 +66,7 @@ struct options {
     std::optional<double> beta;
     std::size_t bytes_per_element = 4;
     method_spec method{"optimal"};
+    bool method_given = false;
     bool json = false;
     bool compare = false;
     bool help = false;
@@ -156,6 +165,7 @@ options parse_options(int argc, char** argv)
             o.bytes_per_element = std::size_t(n);
         } else if (flag == "--method") {
             o.method = parse_method(value);
+            o.method_given = true;
         } else {
             if (value.empty())
                 fail("--svg: empty file name");
@@ -217,6 +227,15 @@ std::string num(double x)
 {
     char text[40];
     std::snprintf(text, sizeof text, "%.17g", x);
+    return text;
+}
+
+// Seconds in the summary: six decimals, or six significant digits from 1e6 s up, where fixed
+// notation would grow with the exponent (1e300 as 1e+300, not 301 digits).
+std::string seconds(double x)
+{
+    char text[40];
+    std::snprintf(text, sizeof text, std::abs(x) < 1e6 ? "%.6f" : "%.6g", x);
     return text;
 }
 
@@ -304,24 +323,25 @@ void print_summary(const options& o, const gp::profile& p, const planned& chosen
     std::printf("profile: %s (%zu layers)\n", o.profile.c_str(), p.size());
     std::printf("cost model: T(M) = %.6g s + %.6g s/B * M, %zu bytes per element\n", *o.alpha, *o.beta,
                 o.bytes_per_element);
-    std::printf("backward: %.6f s\n", backward);
-    std::printf("predicted: %.6f s (%.6f s of communication not hidden by backward)\n", t.predicted_s,
-                t.predicted_s - backward);
+    std::printf("backward: %s s\n", seconds(backward).c_str());
+    std::printf("predicted: %s s (%s s of communication not hidden by backward)\n", seconds(t.predicted_s).c_str(),
+                seconds(t.predicted_s - backward).c_str());
     std::printf("groups: %zu\n", chosen.groups.size());
     std::printf("%6s  %-12s %14s %12s %12s\n", "group", "layers", "bytes", "start_s", "end_s");
     for (std::size_t g = 0; g < chosen.groups.size(); ++g) {
         const auto& layers = chosen.groups[g];
         const std::string range = std::to_string(layers.back()) + ".." + std::to_string(layers.front());
-        std::printf("%6zu  %-12s %14llu %12.6f %12.6f\n", g, range.c_str(),
-                    static_cast<unsigned long long>(t.groups[g].bytes), t.groups[g].start_s, t.groups[g].end_s);
+        std::printf("%6zu  %-12s %14llu %12s %12s\n", g, range.c_str(),
+                    static_cast<unsigned long long>(t.groups[g].bytes), seconds(t.groups[g].start_s).c_str(),
+                    seconds(t.groups[g].end_s).c_str());
     }
     if (!o.compare)
         return;
     const double wfbp_s = compared.front().time.predicted_s;
     std::printf("\n%-16s %7s %13s %8s\n", "method", "groups", "predicted_s", "vs wfbp");
     for (const planned& m : compared)
-        std::printf("%-16s %7zu %13.6f %7.3fx\n", m.method.name.c_str(), m.groups.size(), m.time.predicted_s,
-                    speedup(wfbp_s, m.time.predicted_s));
+        std::printf("%-16s %7zu %13s %7.3fx\n", m.method.name.c_str(), m.groups.size(),
+                    seconds(m.time.predicted_s).c_str(), speedup(wfbp_s, m.time.predicted_s));
 }
 
 int run(int argc, char** argv)
@@ -331,17 +351,45 @@ int run(int argc, char** argv)
         std::fputs(usage_text, stdout);
         return 0;
     }
-    const gp::profile p = gp::read_profile_csv(o.profile);
+    // "-" reads standard input: read_profile_csv(path) takes regular files only.
+    const gp::profile p =
+        o.profile == "-" ? gp::read_profile_csv(std::cin, "<stdin>") : gp::read_profile_csv(o.profile);
     const gp::linear_cost cost{*o.alpha, *o.beta};
     check_times_finite(p, cost, o.bytes_per_element);
 
-    const planned chosen = run_planner(o.method, p, cost, o.bytes_per_element);
+    // Said before planning starts, so that a long run, or a planner other than the default, is
+    // explained up front.
+    method_spec method = o.method;
+    const bool optimal_named = o.method_given && o.method.name == "optimal";
+    const bool large = p.size() > optimal_default_layers;
+    if (large && (optimal_named || !o.method_given || o.compare)) {
+        char splits[32];
+        std::snprintf(splits, sizeof splits, "%.2g", double(p.size()) * double(p.size() + 1) / 2);
+        std::string then = "it can take minutes (mgwfbp plans in linear time)";
+        if (!optimal_named) {
+            then = "beyond " + std::to_string(optimal_default_layers) + " layers it runs only when --method names it, so ";
+            then += o.method_given ? "--compare leaves it out" : "mgwfbp plans instead";
+            if (!o.method_given && o.compare)
+                then += " and --compare leaves optimal out";
+        }
+        const std::string note = std::to_string(p.size()) + " layers: optimal tries about " + splits +
+                                 " split points, a number that grows with the square of the layers; " + then;
+        std::fprintf(stderr, "gradsync-plan: note: %s\n", note.c_str());
+    }
+    if (large && !o.method_given)
+        method = method_spec{"mgwfbp"};
+    const bool optimal_runs = !large || optimal_named;
+
+    const planned chosen = run_planner(method, p, cost, o.bytes_per_element);
     std::vector<planned> compared;
     if (o.compare)
         for (const method_spec& m : {method_spec{"wfbp"}, method_spec{"single"},
                                      method_spec{"bucket:" + std::to_string(compare_bucket_bytes), compare_bucket_bytes},
-                                     method_spec{"mgwfbp"}, method_spec{"optimal"}})
-            compared.push_back(run_planner(m, p, cost, o.bytes_per_element));
+                                     method_spec{"mgwfbp"}, method_spec{"optimal"}}) {
+            if (m.name == "optimal" && !optimal_runs)
+                continue;
+            compared.push_back(m.name == chosen.method.name ? chosen : run_planner(m, p, cost, o.bytes_per_element));
+        }
 
     // Written before anything is printed, so that a failure leaves stdout empty.
     if (!o.svg.empty()) {

@@ -4,9 +4,13 @@
 // MG-WFBP's groups exactly, the optimum's predicted time, and every method's predicted time
 // and group spans re-simulated from the groups it printed. Malformed profiles and bad flags
 // must end in exit status 2 with one line on stderr naming the problem (file:line: for
-// profiles); a crash, a sanitizer report or any other status fails.
+// profiles); a crash, a sanitizer report or any other status fails. Hostile inputs (devices,
+// FIFOs, endless or enormous lines, NUL and control bytes) must be refused promptly, each run
+// under timeout(1) so that a hang fails on its own, with a short line; profiles beyond
+// 10000 layers get a note and mgwfbp unless optimal is asked for.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -261,13 +265,18 @@ public:
         return path;
     }
 
-    run_result run(const std::vector<std::string>& args) const
+    // Standard input from `input` when given; killed by timeout(1) after `limit_s` seconds
+    // when given, which makes the status 124.
+    run_result run(const std::vector<std::string>& args, const std::string& input = {}, int limit_s = 0) const
     {
-        std::string command = quoted(GRADSYNC_PLAN_EXE);
+        std::string command = limit_s > 0 ? "timeout " + std::to_string(limit_s) + " " : std::string();
+        command.append(quoted(GRADSYNC_PLAN_EXE));
         for (const auto& a : args)
             command.append(" ").append(quoted(a));
         const fs::path err = file("stderr.txt");
         command.append(" 2>").append(quoted(err.string()));
+        if (!input.empty())
+            command.append(" <").append(quoted(input));
         run_result r;
         FILE* pipe = ::popen(command.c_str(), "r");
         if (pipe == nullptr)
@@ -644,6 +653,7 @@ TEST_CASE("malformed profiles exit with status 2 naming file:line:", "[plan_tool
         {"negative time", "name,params,backward_ms\nconv,1,1.0\nbn,2,0.5\nfc,3,-1.5\n", 4},
         {"NaN time", "name,params,backward_ms\nconv,1,nan\n", 2},
         {"infinite time", "name,params,forward_ms,backward_ms\nconv,1,1,1\nfc,1,inf,1\n", 3},
+        {"time beyond a double", "name,params,backward_ms\nconv,1,1e400\n", 2},
         {"empty time", "name,params,backward_ms\nconv,1,\n", 2},
         {"quoted field", "name,params,backward_ms\n\"conv\",1,1.0\n", 2},
         {"bad number after CRLF lines", "name,params,backward_ms\r\nconv,1,1.0\r\nfc,2,x\r\n", 3},
@@ -712,5 +722,178 @@ TEST_CASE("bad flags exit with status 2 and one line naming the problem", "[plan
         CHECK(r.out.empty());
         CHECK_THAT(r.err, Contains(c.named));
         CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
+}
+
+TEST_CASE("hostile profiles are refused promptly, with one short line naming file and place", "[plan_tool]")
+{
+    const scratch dir;
+    constexpr int limit_s = 60; // a hang or an endless read fails here instead of filling memory
+    auto refuse = [&](const std::string& profile, const std::string& named, const std::string& input = {}) {
+        INFO("--profile " << profile << (input.empty() ? "" : " <" + input));
+        const run_result r = dir.run({"--profile", profile, "--alpha", "1e-5", "--beta", "1e-9"}, input, limit_s);
+        INFO("stderr: " << r.err.substr(0, 400));
+        CHECK(r.status == 2);
+        CHECK(r.out.empty());
+        CHECK_THAT(r.err, Contains(named));
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK(r.err.size() < 300);
+        return r.err;
+    };
+
+    SECTION("files that are not regular files are refused before reading")
+    {
+        refuse("/dev/zero", "/dev/zero: is a character device, not a regular file");
+        const fs::path sub = dir.file("a_directory");
+        fs::create_directories(sub);
+        refuse(sub.string(), sub.string() + ": is a directory, not a regular file");
+        const fs::path fifo = dir.file("a_fifo"); // opening it would wait for a writer
+        REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+        refuse(fifo.string(), fifo.string() + ": is a FIFO (named pipe), not a regular file");
+    }
+    SECTION("standard input without end: NUL bytes refused on the first")
+    {
+        refuse("-", "<stdin>:1:1: NUL byte (a profile is text)", "/dev/zero");
+    }
+    SECTION("a line beyond 64 KiB: a 10 MB field, a 100 000-column header")
+    {
+        const fs::path field =
+            dir.write("field.csv", "name,params,backward_ms\nconv," + std::string(10 << 20, '7') + ",1\n");
+        refuse(field.string(), field.string() + ":2:65537: line is longer than the limit of 65536 bytes");
+        std::string header = "name,params,backward_ms";
+        for (int c = 3; c < 100000; ++c)
+            header += ",column" + std::to_string(c);
+        const fs::path wide = dir.write("wide.csv", header + "\nconv,1,1\n");
+        refuse(wide.string(), wide.string() + ":1:65537: line is longer than the limit of 65536 bytes");
+        std::string columns = "name,params,backward_ms";
+        for (int c = 3; c < 300; ++c)
+            columns += ",c" + std::to_string(c);
+        const fs::path many = dir.write("many.csv", columns + "\n");
+        CHECK_THAT(refuse(many.string(), many.string() + ":1:"),
+                   Contains("header has more than 256 columns, the limit"));
+    }
+    SECTION("NUL and control bytes: named by place, escaped, the message whole")
+    {
+        const fs::path nul = dir.write("nul.csv", std::string("name,params,backward_ms\nco\0nv,1,1\n", 34));
+        refuse(nul.string(), nul.string() + ":2:3: NUL byte (a profile is text)");
+        const fs::path control = dir.write("control.csv", "name,params,backward_ms\nconv,\x1b[2J\x7f\xc3\xa9,1\n");
+        const std::string err =
+            refuse(control.string(), control.string() + ":2:6: params '\\x1b[2J\\x7f\\xc3\\xa9' is not");
+        CHECK(std::all_of(err.begin(), err.end(), [](char c) { return c == '\n' || (c >= 0x20 && c < 0x7f); }));
+    }
+    SECTION("a long field within the line limit is quoted cut short")
+    {
+        const fs::path big = dir.write("big.csv", "name,params,backward_ms\nconv,1," + std::string(60000, '5') + "x\n");
+        refuse(big.string(),
+               big.string() + ":2:8: backward_ms '" + std::string(40, '5') + "...' (60001 bytes) is not a number");
+    }
+}
+
+TEST_CASE("standard input through --profile -", "[plan_tool]")
+{
+    const scratch dir;
+    const sample_profile prof = random_profile(11, 30);
+    const fs::path csv = dir.write("profile.csv", prof.csv);
+    const std::vector<std::string> cost{"--alpha", number(cost_cases[2].alpha), "--beta", number(cost_cases[2].beta),
+                                        "--json", "--compare"};
+    std::vector<std::string> from_file{"--profile", csv.string()}, from_stdin{"--profile", "-"};
+    from_file.insert(from_file.end(), cost.begin(), cost.end());
+    from_stdin.insert(from_stdin.end(), cost.begin(), cost.end());
+    const run_result file_run = dir.run(from_file);
+    const run_result stdin_run = dir.run(from_stdin, csv.string());
+    INFO("stderr: " << stdin_run.err);
+    REQUIRE(file_run.status == 0);
+    REQUIRE(stdin_run.status == 0);
+    CHECK(stdin_run.err.empty());
+    const json by_file = json_reader::parse(file_run.out), by_stdin = json_reader::parse(stdin_run.out);
+    CHECK(by_stdin["profile"].str() == "-");
+    CHECK(by_stdin["predicted_s"].num() == by_file["predicted_s"].num());
+    CHECK(groups_of(by_stdin["groups"]) == groups_of(by_file["groups"]));
+    CHECK(by_stdin["compare"].items.size() == 5);
+
+    const fs::path bad = dir.write("bad.csv", "name,params,backward_ms\nconv,1,x\n");
+    const run_result r = dir.run({"--profile", "-", "--alpha", "1e-5", "--beta", "1e-9"}, bad.string());
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Contains("<stdin>:2:8: backward_ms 'x' is not a number"));
+}
+
+TEST_CASE("huge times print with six significant digits, ordinary ones with six decimals", "[plan_tool]")
+{
+    const scratch dir;
+    const fs::path huge = dir.write("huge.csv", "name,params,backward_ms\nconv,1000,1e303\nfc,10,2.5e302\n");
+    const run_result r = dir.run({"--profile", huge.string(), "--alpha", "1e-5", "--beta", "1e-9", "--compare"});
+    INFO(r.out << r.err);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.out, Contains("backward: 1.25e+300 s"));
+    CHECK_THAT(r.out, Contains("predicted: 1.25e+300 s"));
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+        CHECK(line.size() < 80);
+
+    const fs::path plain = dir.write("plain.csv", "name,params,backward_ms\nconv,1000,12.5\nfc,10,1234.5678\n");
+    const run_result p = dir.run({"--profile", plain.string(), "--alpha", "1e-3", "--beta", "1e-9"});
+    REQUIRE(p.status == 0);
+    CHECK_THAT(p.out, Contains("backward: 1.247068 s"));
+    CHECK_THAT(p.out, Contains("predicted: 1.248072 s (0.001004 s of communication not hidden by backward)"));
+}
+
+TEST_CASE("beyond 10000 layers optimal runs only when named, with a note before planning", "[plan_tool]")
+{
+    const scratch dir;
+    const cost_case c = cost_cases[1];
+    const std::vector<std::string> cost{"--alpha", number(c.alpha), "--beta", number(c.beta), "--json"};
+    auto plan = [&](const fs::path& csv, std::vector<std::string> extra) {
+        std::vector<std::string> args{"--profile", csv.string()};
+        args.insert(args.end(), cost.begin(), cost.end());
+        args.insert(args.end(), extra.begin(), extra.end());
+        return dir.run(args);
+    };
+    const fs::path beyond = dir.write("beyond.csv", random_profile(22, 10001).csv);
+    const run_result greedy = plan(beyond, {"--method", "mgwfbp"});
+    REQUIRE(greedy.status == 0);
+    CHECK(greedy.err.empty());
+
+    SECTION("up to 10000 layers optimal is the default, without a note")
+    {
+        const run_result r = plan(dir.write("at_limit.csv", random_profile(21, 10000).csv), {});
+        REQUIRE(r.status == 0);
+        CHECK(r.err.empty());
+        CHECK(json_reader::parse(r.out)["method"].str() == "optimal");
+    }
+    SECTION("the default falls back to mgwfbp, and says so")
+    {
+        const run_result r = plan(beyond, {});
+        INFO(r.err);
+        REQUIRE(r.status == 0);
+        CHECK(r.err == "gradsync-plan: note: 10001 layers: optimal tries about 5e+07 split points, a number that "
+                       "grows with the square of the layers; beyond 10000 layers it runs only when --method names "
+                       "it, so mgwfbp plans instead\n");
+        CHECK(r.out == greedy.out);
+    }
+    SECTION("--compare leaves optimal out, and says so")
+    {
+        const run_result r = plan(beyond, {"--compare"});
+        INFO(r.err);
+        REQUIRE(r.status == 0);
+        CHECK_THAT(r.err, Contains("mgwfbp plans instead and --compare leaves optimal out"));
+        const json out = json_reader::parse(r.out);
+        CHECK(out["method"].str() == "mgwfbp");
+        std::vector<std::string> methods;
+        for (const json& m : out["compare"].items)
+            methods.push_back(m["method"].str());
+        CHECK(methods == std::vector<std::string>{"wfbp", "single", "bucket:26214400", "mgwfbp"});
+    }
+    SECTION("--method optimal runs it, after a note of its cost")
+    {
+        const run_result r = plan(beyond, {"--method", "optimal", "--compare"});
+        INFO(r.err);
+        REQUIRE(r.status == 0);
+        CHECK(r.err == "gradsync-plan: note: 10001 layers: optimal tries about 5e+07 split points, a number that "
+                       "grows with the square of the layers; it can take minutes (mgwfbp plans in linear time)\n");
+        const json out = json_reader::parse(r.out);
+        CHECK(out["method"].str() == "optimal");
+        REQUIRE(out["compare"].items.size() == 5);
+        CHECK(out["compare"].at(4)["predicted_s"].num() == out["predicted_s"].num());
+        CHECK(out["predicted_s"].num() <= json_reader::parse(greedy.out)["predicted_s"].num());
     }
 }

@@ -1,8 +1,13 @@
 // The profile CSV format (docs/planner.md): exact round trips, the tolerated variations (column
-// order, extra columns, CRLF, blank lines, blanks around fields, a byte order mark) and every
-// error, each located as "FILE:LINE:COLUMN:".
+// order, extra columns, CRLF, blank lines, blanks around fields, a byte order mark), every
+// error, each located as "FILE:LINE:COLUMN:", the limits on lines and columns that keep
+// reading bounded, and error messages that stay one short line whatever the input holds.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -12,7 +17,9 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <streambuf>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gradsync/planner/profile.hpp>
@@ -55,6 +62,51 @@ std::string error_of(const std::string& text)
         return e.what();
     }
     return "";
+}
+
+// An endless input, `pattern` over and over, that counts the bytes it has handed out.
+class endless_input : public std::streambuf {
+public:
+    explicit endless_input(const std::string& pattern)
+    {
+        for (std::size_t i = 0; i < chunk_.size(); ++i)
+            chunk_[i] = pattern[i % pattern.size()];
+    }
+    std::size_t served() const { return served_; }
+
+protected:
+    int_type underflow() override
+    {
+        served_ += chunk_.size();
+        setg(chunk_.data(), chunk_.data(), chunk_.data() + chunk_.size());
+        return traits_type::to_int_type(chunk_[0]);
+    }
+
+private:
+    std::array<char, 4096> chunk_{};
+    std::size_t served_ = 0;
+};
+
+// The message of reading an endless input, and how much of it was read.
+std::pair<std::string, std::size_t> error_of_endless(const std::string& pattern)
+{
+    endless_input source(pattern);
+    std::istream in(&source);
+    try {
+        gp::read_profile_csv(in, "endless.csv");
+    } catch (const gp::profile_error& e) {
+        return {e.what(), source.served()};
+    }
+    return {"", source.served()};
+}
+
+// A header of `columns` distinct columns, the required ones first.
+std::string wide_header(std::size_t columns)
+{
+    std::string h = "name,params,backward_ms";
+    for (std::size_t c = 3; c < columns; ++c)
+        h += ",x" + std::to_string(c);
+    return h;
 }
 
 } // namespace
@@ -181,6 +233,130 @@ TEST_CASE("profile csv: each error names file, line and column", "[profile_csv]"
         CHECK_THAT(message, Contains(c.says));
         CHECK(message.find('\n') == std::string::npos);
     }
+}
+
+TEST_CASE("profile csv: a line holds at most max_profile_line_bytes bytes, and reading stops there", "[profile_csv]")
+{
+    const std::size_t limit = gp::max_profile_line_bytes;
+    REQUIRE(limit == 65536);
+    const std::string header = "name,params,backward_ms\n";
+    const std::string row_end = ",1,1";
+    const std::string longest_name(limit - row_end.size(), 'n');
+    const gp::profile p = read(header + longest_name + row_end + "\n" + "fc,2,2");
+    REQUIRE(p.size() == 2);
+    CHECK(p[0].name == longest_name);
+    CHECK(read(header + longest_name.substr(1) + row_end + "\r\n").size() == 1); // the CR counts
+    CHECK(read(header + longest_name + row_end).size() == 1);                   // no final line feed
+
+    const std::string message = error_of(header + longest_name + "n" + row_end + "\nfc,2,2\n");
+    CHECK(message.rfind("file.csv:2:65537: ", 0) == 0);
+    CHECK_THAT(message, Contains("line is longer than the limit of 65536 bytes"));
+    CHECK(error_of(header + longest_name + row_end + "\r\n").rfind("file.csv:2:65537: ", 0) == 0);
+
+    // Input without end: refused after one line's worth, whatever the bytes.
+    for (const std::string& pattern : std::vector<std::string>{"n", "name,", "a,1,1,", {'\0'}, {'x', '\0'}}) {
+        INFO("pattern of " << pattern.size() << " bytes");
+        const auto [what, served] = error_of_endless(pattern);
+        CHECK(what.rfind("endless.csv:1:", 0) == 0);
+        CHECK(served <= limit + 2 * 4096);
+        CHECK(what.size() < 200);
+    }
+    CHECK_THAT(error_of_endless("n").first, Contains("endless.csv:1:65537: line is longer than the limit"));
+    CHECK_THAT(error_of_endless({'\0'}).first, Contains("endless.csv:1:1: NUL byte"));
+    CHECK_THAT(error_of_endless({'x', '\0'}).first, Contains("endless.csv:1:2: NUL byte"));
+}
+
+TEST_CASE("profile csv: at most max_profile_columns columns, a header read in one pass", "[profile_csv]")
+{
+    const std::size_t most = gp::max_profile_columns;
+    REQUIRE(most == 256);
+    std::string row = "conv,10,2";
+    for (std::size_t c = 3; c < most; ++c)
+        row += ",v";
+    const gp::profile p = read(wide_header(most) + "\n" + row + "\n");
+    REQUIRE(p.size() == 1);
+    CHECK(p[0].params == 10);
+    CHECK(p[0].backward_s == 0.002);
+
+    const std::string too_wide = wide_header(most + 1);
+    const std::size_t extra_comma = too_wide.rfind(',') + 1;
+    const std::string message = error_of(too_wide + "\n" + row + ",v\n");
+    CHECK(message.rfind("file.csv:1:" + std::to_string(extra_comma) + ": ", 0) == 0);
+    CHECK_THAT(message, Contains("header has more than 256 columns"));
+
+    // A row with many more fields than the header: counted up to the limit, no further.
+    std::string long_row = "conv,10,2";
+    for (int c = 0; c < 30000; ++c)
+        long_row += ",7";
+    CHECK_THAT(error_of("name,params,backward_ms\n" + long_row + "\n"),
+               Contains("file.csv:2:10: row has more than 256 fields, the header has 3"));
+
+    // Duplicates are found among many columns, the first occurrence named.
+    CHECK_THAT(error_of(wide_header(most - 1) + ",x200\n"), Contains("duplicate column 'x200' (also field 201)"));
+
+    // The widest headers there are: 65536 bytes of commas (65537 empty fields) stop at the
+    // column limit, a 100 000-column header (889 KB) at the line limit. A quadratic header
+    // would run into the test's timeout.
+    CHECK_THAT(error_of(std::string(gp::max_profile_line_bytes, ',') + "\n"),
+               Contains("file.csv:1:256: header has more than 256 columns"));
+    std::string huge = "name,params,backward_ms";
+    for (int c = 3; c < 100000; ++c)
+        huge += ",column" + std::to_string(c);
+    REQUIRE(huge.size() > 880000);
+    CHECK_THAT(error_of(huge + "\nconv,1,1\n"), Contains("file.csv:1:65537: line is longer than the limit"));
+}
+
+TEST_CASE("profile csv: a NUL byte is refused by line and column, the message whole", "[profile_csv]")
+{
+    using namespace std::string_literals;
+    const std::string in_name = error_of("name,params,backward_ms\nco\0nv,1,1\n"s);
+    CHECK(in_name == "file.csv:2:3: NUL byte (a profile is text)");
+    CHECK(error_of("name,para\0ms,backward_ms\n"s).rfind("file.csv:1:10: NUL byte", 0) == 0);
+    CHECK(error_of("\xEF\xBB\xBF\0name,params,backward_ms\n"s).rfind("file.csv:1:4: NUL byte", 0) == 0);
+    CHECK(error_of("name,params,backward_ms\na,1,1\n\0"s).rfind("file.csv:3:1: NUL byte", 0) == 0);
+}
+
+TEST_CASE("profile csv: errors quote input escaped and cut short", "[profile_csv]")
+{
+    // Control bytes, bytes above ASCII, quotes and backslashes escaped; the message one line.
+    const std::string escaped = error_of("name,params,backward_ms\na,1\x01\x1b[31m\xff'\\,1\n");
+    CHECK_THAT(escaped, Contains(R"(params '1\x01\x1b[31m\xff\'\\' is not a non-negative integer)"));
+    CHECK(std::all_of(escaped.begin(), escaped.end(), [](char c) { return c >= 0x20 && c < 0x7f; }));
+    CHECK_THAT(error_of("name,params,backward_ms,t\x7f,t\x7f\n"), Contains("duplicate column 't\\x7f' (also field 4)"));
+
+    // A field of any length: its first 40 bytes, "..." and its length.
+    const std::string field = std::string(60000, '9') + "x";
+    const std::string cut = error_of("name,params,backward_ms\na," + field + ",1\n");
+    CHECK(cut == "file.csv:2:3: params '" + std::string(40, '9') + "...' (60001 bytes) is not a non-negative integer "
+                                                                     "(digits only, no sign or decimal point)");
+    CHECK(error_of("name,params,backward_ms\na,1," + std::string(40, '5') + "x\n").size() < 150); // 41 bytes: cut
+    CHECK_THAT(error_of("name,params,backward_ms\na,1," + std::string(39, '5') + "x\n"),
+               Contains("'" + std::string(39, '5') + "x' is not a number")); // 40 bytes: whole
+
+    // Layer names in the planner's own errors, and their numbers in shortest form.
+    const std::string name = std::string(5000, 'L') + "\n";
+    CHECK_THROWS_WITH(gp::layer_bytes({{name, std::numeric_limits<std::uint64_t>::max(), 1.0, {}}}, 4),
+                      Contains("layer 0 ('" + std::string(40, 'L') + "...' (5001 bytes)): the gradient bytes"));
+    CHECK_THROWS_WITH(gp::validate_profile({{"a\tb", 1, -1e300, {}}}),
+                      Contains("layer 0 ('a\\x09b') has backward time -1e+300 s"));
+    std::ostringstream out;
+    CHECK_THROWS_WITH(gp::write_profile_csv(out, {{name, 1, 1.0, {}}}), Contains("...' (5001 bytes) has a comma"));
+}
+
+TEST_CASE("profile csv: a path is read only when it is a regular file", "[profile_csv]")
+{
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path();
+    CHECK_THROWS_WITH(gp::read_profile_csv(dir), Contains(dir.string() + ": is a directory, not a regular file"));
+    CHECK_THROWS_AS(gp::read_profile_csv(dir), gp::profile_error);
+    if (fs::exists("/dev/zero"))
+        CHECK_THROWS_WITH(gp::read_profile_csv("/dev/zero"), Contains("/dev/zero: is a character device"));
+
+    // Opening a FIFO would wait for a writer: refused before.
+    const fs::path fifo = dir / ("gradsync_profile_fifo_" + std::to_string(std::random_device{}()));
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THROWS_WITH(gp::read_profile_csv(fifo), Contains(fifo.string() + ": is a FIFO (named pipe)"));
+    fs::remove(fifo);
 }
 
 TEST_CASE("profile csv: a file on disk reads back, a missing one is named", "[profile_csv]")

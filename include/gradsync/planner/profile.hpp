@@ -6,7 +6,12 @@
 // (non-negative, finite) are required, `forward_ms` is optional (an empty field means not
 // measured), other columns are ignored, in any order. Fields are separated by commas and
 // trimmed of spaces and tabs; quoted fields are not supported. Blank lines, CRLF line ends
-// and a UTF-8 byte order mark are tolerated.
+// and a UTF-8 byte order mark are tolerated; NUL bytes are not (a profile is text).
+//
+// Reading is bounded whatever the input: a line longer than max_profile_line_bytes or with
+// more fields than max_profile_columns is refused as soon as the limit is reached, without
+// reading the rest of it, and error messages quote input fields escaped and cut short
+// (detail::quoted), so that every message is one short line.
 //
 // Times are milliseconds in the file and seconds in memory. Reading shifts the decimal
 // exponent of the text by 3 before converting, so a time is rounded once; writing prints
@@ -14,6 +19,7 @@
 // identical profile.
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -26,6 +32,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <gradsync/error.hpp>
@@ -63,14 +70,64 @@ private:
     std::size_t column_;
 };
 
+// The longest line a profile may have, in bytes before its line feed, and the most fields a
+// line may have. A row needs four short fields; the room left is for long names and the
+// extra columns a profiler's export brings, while a hostile input is refused after at most
+// one line's worth of reading.
+inline constexpr std::size_t max_profile_line_bytes = 64 * 1024;
+inline constexpr std::size_t max_profile_columns = 256;
+
+namespace detail {
+
+// How much of an input text an error message quotes.
+inline constexpr std::size_t quoted_bytes = 40;
+
+// Input text as error messages show it: in single quotes; every byte outside printable ASCII
+// (NUL and other control bytes, and the bytes of UTF-8 sequences too) as \xHH, a quote or
+// backslash as \' or \\; a text longer than quoted_bytes cut there, marked "..." and followed by
+// its length. what() is a C string and a terminal interprets control bytes, so raw input
+// would cut or garble the message, and a long field would make it as long.
+inline std::string quoted(std::string_view s)
+{
+    constexpr char hex[] = "0123456789abcdef";
+    std::string q(1, '\'');
+    for (const char c : s.substr(0, quoted_bytes)) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (c == '\'' || c == '\\') {
+            q += '\\';
+            q += c;
+        } else if (byte < 0x20 || byte >= 0x7f) {
+            q += "\\x";
+            q += hex[byte >> 4];
+            q += hex[byte & 0xf];
+        } else {
+            q += c;
+        }
+    }
+    if (s.size() > quoted_bytes)
+        return q + "...' (" + std::to_string(s.size()) + " bytes)";
+    return q + '\'';
+}
+
+// The shortest text that reads back as x: 1e+300 rather than std::to_string's 301 digits.
+inline std::string number_text(double x)
+{
+    char buf[32];
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
+    return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+} // namespace detail
+
 // usage_error naming the layer unless every time is finite and non-negative.
 inline void validate_profile(const profile& p)
 {
     auto check = [](std::size_t l, const layer_profile& layer, const char* what, double t) {
         if (std::isfinite(t) && t >= 0)
             return;
-        throw usage_error("gradsync::planner: layer " + std::to_string(l) + " ('" + layer.name + "') has " + what +
-                          " time " + std::to_string(t) + " s; times must be finite and non-negative");
+        throw usage_error("gradsync::planner: layer " + std::to_string(l) + " (" + detail::quoted(layer.name) +
+                          ") has " + what + " time " + detail::number_text(t) +
+                          " s; times must be finite and non-negative");
     };
     for (std::size_t l = 0; l < p.size(); ++l) {
         check(l, p[l], "backward", p[l].backward_s);
@@ -91,8 +148,8 @@ inline std::vector<std::uint64_t> layer_bytes(const profile& p, std::size_t byte
     std::uint64_t total = 0;
     for (std::size_t l = 0; l < p.size(); ++l) {
         if (p[l].params > most / bytes_per_element || p[l].params * bytes_per_element > most - total)
-            throw usage_error("gradsync::planner: layer " + std::to_string(l) + " ('" + p[l].name +
-                              "'): the gradient bytes of the layers up to it overflow 64 bits");
+            throw usage_error("gradsync::planner: layer " + std::to_string(l) + " (" + detail::quoted(p[l].name) +
+                              "): the gradient bytes of the layers up to it overflow 64 bits");
         bytes[l] = p[l].params * bytes_per_element;
         total += bytes[l];
     }
@@ -106,9 +163,11 @@ struct csv_field {
     std::size_t column;    // 1-based byte column of the trimmed text (of the field when empty)
 };
 
-inline std::vector<csv_field> split_csv_line(std::string_view line)
+// The fields of `line` into `fields`, at most `most` + 1 of them: one more than `most` says
+// the line has too many, and stopping there keeps the work bounded.
+inline void split_csv_line(std::string_view line, std::size_t most, std::vector<csv_field>& fields)
 {
-    std::vector<csv_field> fields;
+    fields.clear();
     std::size_t start = 0;
     for (;;) {
         const std::size_t comma = std::min(line.find(',', start), line.size());
@@ -118,21 +177,13 @@ inline std::vector<csv_field> split_csv_line(std::string_view line)
         while (e > b && (line[e - 1] == ' ' || line[e - 1] == '\t'))
             --e;
         fields.push_back({line.substr(b, e - b), (b < e ? b : start) + 1});
-        if (comma == line.size())
-            return fields;
+        if (comma == line.size() || fields.size() > most)
+            return;
         start = comma + 1;
     }
 }
 
 inline bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
-
-inline std::string quoted(std::string_view s)
-{
-    std::string q(1, '\'');
-    q.append(s);
-    q.push_back('\'');
-    return q;
-}
 
 // Non-negative integer: digits only. Returns an error text, empty on success.
 inline std::string parse_count(std::string_view s, std::uint64_t& out)
@@ -251,11 +302,26 @@ inline profile read_profile_csv(std::istream& in, const std::string& file_name)
     std::size_t name_at = absent, params_at = absent, forward_at = absent, backward_at = absent; // header fields
     std::size_t width = 0, line_no = 0;
     bool header_seen = false;
-    std::string text;
+    // getline into a buffer one byte longer than the longest line allowed: a longer line fills
+    // it and stops there, unread beyond.
+    std::vector<char> buffer(max_profile_line_bytes + 1);
+    std::vector<detail::csv_field> fields;
     profile result;
-    while (std::getline(in, text)) {
+    for (;;) {
+        in.getline(buffer.data(), std::streamsize(buffer.size()));
+        const auto got = std::size_t(in.gcount()); // the line feed included, when there was one
+        if (in.bad())
+            fail(line_no + 1, 1, "read error");
+        if (in.eof() && got == 0)
+            break;
         ++line_no;
-        std::string_view line(text);
+        const bool too_long = in.fail() && !in.eof(); // the buffer filled before a line feed
+        std::string_view line(buffer.data(), in.good() ? got - 1 : got);
+        if (const std::size_t nul = line.find('\0'); nul != std::string_view::npos)
+            fail(line_no, nul + 1, "NUL byte (a profile is text)");
+        if (too_long)
+            fail(line_no, max_profile_line_bytes + 1,
+                 "line is longer than the limit of " + std::to_string(max_profile_line_bytes) + " bytes");
         std::size_t shift = 0; // bytes cut from the start of the line (a byte order mark)
         if (line_no == 1 && line.starts_with("\xEF\xBB\xBF")) {
             line.remove_prefix(3);
@@ -269,16 +335,21 @@ inline profile read_profile_csv(std::istream& in, const std::string& file_name)
             continue;
         if (const std::size_t quote = line.find('"'); quote != std::string_view::npos)
             fail(line_no, quote + 1 + shift, "quoted fields are not supported; names must not contain commas or quotes");
-        const std::vector<detail::csv_field> fields = detail::split_csv_line(line);
+        detail::split_csv_line(line, max_profile_columns, fields);
         if (!header_seen) {
             header_seen = true;
+            if (fields.size() > max_profile_columns) // point at the comma before the first column too many
+                fail(line_no, fields[max_profile_columns].column - 1 + shift,
+                     "header has more than " + std::to_string(max_profile_columns) + " columns, the limit");
             width = fields.size();
+            std::unordered_map<std::string_view, std::size_t> seen; // one look-up per column, not one per pair
+            seen.reserve(width);
             for (std::size_t f = 0; f < width; ++f) {
                 const std::string_view h = fields[f].text;
-                for (std::size_t g = 0; g < f; ++g)
-                    if (fields[g].text == h)
-                        fail(line_no, fields[f].column + shift,
-                             "duplicate column " + detail::quoted(h) + " (also field " + std::to_string(g + 1) + ")");
+                if (const auto [first, fresh] = seen.emplace(h, f); !fresh)
+                    fail(line_no, fields[f].column + shift,
+                         "duplicate column " + detail::quoted(h) + " (also field " + std::to_string(first->second + 1) +
+                             ")");
                 if (h == "name")
                     name_at = f;
                 else if (h == "params")
@@ -298,7 +369,10 @@ inline profile read_profile_csv(std::istream& in, const std::string& file_name)
         }
         if (fields.size() != width) // point at the first extra comma, or at the end of a short row
             fail(line_no, (fields.size() > width ? fields[width].column - 1 : line.size() + 1) + shift,
-                 "row has " + std::to_string(fields.size()) + " fields, the header has " + std::to_string(width));
+                 (fields.size() > max_profile_columns
+                      ? "row has more than " + std::to_string(max_profile_columns) + " fields"
+                      : "row has " + std::to_string(fields.size()) + " fields") +
+                     ", the header has " + std::to_string(width));
         layer_profile layer;
         layer.name = std::string(fields[name_at].text);
         if (std::string e = detail::parse_count(fields[params_at].text, layer.params); !e.empty())
@@ -313,15 +387,42 @@ inline profile read_profile_csv(std::istream& in, const std::string& file_name)
         }
         result.push_back(std::move(layer));
     }
-    if (in.bad())
-        fail(line_no + 1, 1, "read error");
     if (!header_seen)
         fail(1, 1, "empty file; expected a header row naming name, params and backward_ms");
     return result;
 }
 
+namespace detail {
+
+// Why a path that exists is not read as a profile.
+inline const char* not_regular(std::filesystem::file_type type)
+{
+    switch (type) {
+    case std::filesystem::file_type::directory:
+        return "is a directory, not a regular file";
+    case std::filesystem::file_type::fifo:
+        return "is a FIFO (named pipe), not a regular file";
+    case std::filesystem::file_type::character:
+        return "is a character device, not a regular file";
+    case std::filesystem::file_type::block:
+        return "is a block device, not a regular file";
+    case std::filesystem::file_type::socket:
+        return "is a socket, not a regular file";
+    default:
+        return "is not a regular file";
+    }
+}
+
+} // namespace detail
+
+// A regular file only, checked before opening: a directory cannot be read, a device can read
+// without end, and opening a FIFO waits for a writer. Read from a stream to take a pipe.
 inline profile read_profile_csv(const std::filesystem::path& file)
 {
+    std::error_code ec;
+    const std::filesystem::file_type type = std::filesystem::status(file, ec).type();
+    if (!ec && type != std::filesystem::file_type::regular)
+        throw profile_error(file.string(), 0, 0, detail::not_regular(type));
     std::ifstream in(file, std::ios::binary);
     if (!in)
         throw profile_error(file.string(), 0, 0, "cannot open for reading");
@@ -340,8 +441,9 @@ inline void write_profile_csv(std::ostream& out, const profile& p)
         const std::string& name = p[l].name;
         if (name.find_first_of(",\"\r\n") != std::string::npos ||
             (!name.empty() && (name.front() == ' ' || name.front() == '\t' || name.back() == ' ' || name.back() == '\t')))
-            throw usage_error("gradsync::planner::write_profile_csv: layer " + std::to_string(l) + "'s name '" + name +
-                              "' has a comma, quote, line break or surrounding blanks, which CSV without quoting "
+            throw usage_error("gradsync::planner::write_profile_csv: layer " + std::to_string(l) + "'s name " +
+                              detail::quoted(name) +
+                              " has a comma, quote, line break or surrounding blanks, which CSV without quoting "
                               "cannot hold");
         forward = forward || p[l].forward_s.has_value();
     }
