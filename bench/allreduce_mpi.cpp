@@ -1,6 +1,8 @@
 // Two comparisons on the same fp32 buffer, run on 2 ranks (GRADSYNC_BENCH_REPS=5 by default):
 //   mpiexec -n 2 bench_allreduce_mpi          gradsync's persistent reducer (Sum, each
 //       algorithm) against MPI_Allreduce(MPI_IN_PLACE, ..., MPI_SUM), 4 KiB ... 256 MiB;
+//       automatic_deadline is automatic over a communicator with a 60 s deadline, whose
+//       waits read the clock (automatic's has none);
 //   mpiexec -n 2 bench_allreduce_mpi adasum   Adasum against Sum on the same algorithm and
 //       layout (GRADSYNC_BENCH_LAYERS near-equal layers, 16 by default), 64 KiB ... 64 MiB.
 // Rank 0 reports; every side is registered once per repetition, repetitions outermost, so
@@ -11,6 +13,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -22,7 +25,7 @@
 namespace {
 
 std::vector<float> buffer;
-std::unique_ptr<gradsync::mpi_communicator> comm;
+std::unique_ptr<gradsync::mpi_communicator> comm, comm_with_deadline;
 
 int layer_count = 16;
 
@@ -43,10 +46,11 @@ benchmark::IterationCount warm_up(const benchmark::State& state)
     return std::max<benchmark::IterationCount>(10, state.max_iterations);
 }
 
-template <class Policy, class Algorithm>
+template <class Policy, class Algorithm, bool deadline = false>
 void run_gradsync(benchmark::State& state, std::size_t count)
 {
-    gradsync::reducer<float, gradsync::mpi_communicator, Policy, Algorithm> reduce(*comm, layers_of(count));
+    gradsync::reducer<float, gradsync::mpi_communicator, Policy, Algorithm> reduce(
+        deadline ? *comm_with_deadline : *comm, layers_of(count));
     const std::span<float> data(buffer.data(), count);
     for (benchmark::IterationCount i = 0; i < warm_up(state); ++i)
         reduce(data);
@@ -80,6 +84,8 @@ int main(int argc, char** argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     {
         comm = std::make_unique<gradsync::mpi_communicator>(MPI_COMM_WORLD);
+        comm_with_deadline = std::make_unique<gradsync::mpi_communicator>(
+            MPI_COMM_WORLD, gradsync::mpi_options{.deadline = std::chrono::seconds(60)});
         const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
         const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 5;
         if (const char* layers_env = std::getenv("GRADSYNC_BENCH_LAYERS"))
@@ -110,6 +116,7 @@ int main(int argc, char** argv)
                    : std::vector<std::pair<std::string, side_fn>>{
                          {"mpi_allreduce", run_mpi},
                          {"automatic", run_gradsync<sum, automatic>},
+                         {"automatic_deadline", run_gradsync<sum, automatic, true>},
                          {"ring", run_gradsync<sum, ring>},
                          {"recursive_halving", run_gradsync<sum, recursive_halving>},
                          {"recursive_doubling", run_gradsync<sum, recursive_doubling>},
@@ -145,6 +152,7 @@ int main(int argc, char** argv)
             benchmark::RunSpecifiedBenchmarks(&quiet);
         }
         comm.reset();
+        comm_with_deadline.reset();
     }
     MPI_Finalize();
     return 0;

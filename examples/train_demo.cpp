@@ -86,9 +86,10 @@ private:
     {
 #if GRADSYNC_TRAINER_MPI
         if (mpi_) {
-            gradsync::mpi_communicator comm(MPI_COMM_WORLD, whole_messages
-                                                                ? std::numeric_limits<std::size_t>::max()
-                                                                : gradsync::mpi_communicator::default_eager_limit);
+            gradsync::mpi_options options;
+            if (whole_messages)
+                options.eager_limit = std::numeric_limits<std::size_t>::max();
+            gradsync::mpi_communicator comm(MPI_COMM_WORLD, options);
             return f(comm);
         }
 #endif

@@ -4,7 +4,7 @@
 # understood, without the ones above them. A header that no rule below places fails too, so a
 # new header gets a layer when it is added.
 #
-#   0 foundations       error.hpp types.hpp layout.hpp device/{span,space,cuda}.hpp
+#   0 foundations       error.hpp types.hpp layout.hpp tags.hpp device/{span,space,cuda}.hpp
 #   1 communicator      communicator.hpp subgroup.hpp
 #   2 transports        comm/*.hpp
 #   3 kernels           kernels/*.hpp
@@ -38,7 +38,7 @@ set(planner_includer_layer 8) # the lowest layer that may include a planner/ hea
 function(layer_of rel out_layer out_kind)
   set(kind layer)
   set(layer "")
-  if(rel MATCHES "^(error|types|layout)\\.hpp$" OR rel MATCHES "^device/(span|space|cuda)\\.hpp$")
+  if(rel MATCHES "^(error|types|layout|tags)\\.hpp$" OR rel MATCHES "^device/(span|space|cuda)\\.hpp$")
     set(layer 0)
   elseif(rel MATCHES "^(communicator|subgroup)\\.hpp$")
     set(layer 1)

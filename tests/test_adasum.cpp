@@ -22,7 +22,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -45,7 +44,6 @@ using gradsync::half;
 using gradsync::local_communicator;
 using gradsync::local_group;
 using Catch::Matchers::Contains;
-using clock_type = std::chrono::steady_clock;
 
 using namespace adasum_variant;
 
@@ -309,12 +307,9 @@ void scenario(Make make, Check check)
         const std::vector<std::vector<per_rank<T>>> inputs{{in}};
         for (const variant& v : scenario_variants(n)) {
             std::vector<case_result<T>> results;
-            const auto start = clock_type::now();
             const std::string escaped = run_cases<T>(n, v, {lc}, inputs, false, results);
-            const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
             INFO(ref::type_name<T>() << ", N " << n << ", " << describe(v));
             CHECK(escaped == "");
-            CHECK(seconds < 30.0); // returns promptly, whatever the data
             if (!escaped.empty())
                 continue;
             CHECK(same_choice(results[0].chosen) == "");
@@ -582,11 +577,10 @@ using gradsync_test::record;
 // body(comm) runs on every rank of a fresh group of n; what it throws is recorded per rank,
 // with whether the rank's buffer is still intact.
 template <class Body>
-std::vector<outcome> run_recording(int n, Body body, double& seconds)
+std::vector<outcome> run_recording(int n, Body body)
 {
     std::vector<outcome> res(static_cast<std::size_t>(n));
     local_group group(n);
-    const auto start = clock_type::now();
     group.run([&](local_communicator& comm) {
         outcome& o = res[std::size_t(comm.rank())];
         std::vector<float> data = adaref::normal_data<float>(9, comm.rank(), 1000);
@@ -594,13 +588,11 @@ std::vector<outcome> run_recording(int n, Body body, double& seconds)
         record(o, false, [&] { body(comm, std::span<float>(data)); });
         o.untouched = ref::same_bits(data.data(), before.data(), data.size() * sizeof(float));
     });
-    seconds = std::chrono::duration<double>(clock_type::now() - start).count();
     return res;
 }
 
-void expect_everywhere(const std::vector<outcome>& res, double seconds, kind expected, const std::string& word)
+void expect_everywhere(const std::vector<outcome>& res, kind expected, const std::string& word)
 {
-    CHECK(seconds < 5.0);
     for (std::size_t r = 0; r < res.size(); ++r) {
         const outcome& o = res[r];
         INFO("rank " << r << ": " << kind_name(o.k) << ": " << o.what);
@@ -638,15 +630,13 @@ TEST_CASE("adasum hierarchical: a ranks_per_node that does not divide N is a usa
                 INFO("N " << b.n << ", ranks_per_node " << b.k << (oneshot ? ", one-shot" : ", reducer")
                           << (node_sum ? ", node sum" : ", node average"));
                 const gradsync::hierarchical tag{.ranks_per_node = b.k, .within_node = node_sum ? gradsync::node_combine::sum : gradsync::node_combine::average};
-                double seconds = 0;
                 const auto res = run_recording(
                     b.n,
                     [&](local_communicator& comm, std::span<float> data) {
                         const std::span<const std::size_t> layers(misuse_layers);
                         reduce_hierarchical(comm, data, tag, layers, oneshot);
-                    },
-                    seconds);
-                expect_everywhere(res, seconds, kind::usage, "ranks_per_node");
+                    });
+                expect_everywhere(res, kind::usage, "ranks_per_node");
                 for (const outcome& o : res)
                     CHECK_THAT(o.what, Contains(std::to_string(b.k)));
             }
@@ -662,7 +652,6 @@ TEST_CASE("adasum: ranks that disagree on the policy (adasum vs sum) get a misma
         for (bool odd_is_adasum : {false, true}) {
             INFO(describe(v) << (odd_is_adasum ? ": rank 3 adasum, the others sum"
                                                : ": rank 3 sum, the others adasum"));
-            double seconds = 0;
             const auto res = run_recording(
                 n,
                 [&](local_communicator& comm, std::span<float> data) {
@@ -673,9 +662,8 @@ TEST_CASE("adasum: ranks that disagree on the policy (adasum vs sum) get a misma
                         else
                             gradsync::allreduce(comm, data, gradsync::sum{}, algo, layers);
                     });
-                },
-                seconds);
-            expect_everywhere(res, seconds, kind::mismatch, "policy");
+                });
+            expect_everywhere(res, kind::mismatch, "policy");
             for (std::size_t r = 0; r < res.size(); ++r)
                 if (r != std::size_t(odd))
                     CHECK_THAT(res[r].what, Contains("rank " + std::to_string(odd)));
@@ -701,15 +689,13 @@ TEST_CASE("adasum hierarchical: ranks that disagree on ranks_per_node or the nod
     for (const disagreement& d : cases)
         for (bool oneshot : {true, false}) {
             INFO("N " << d.n << ", " << d.what << (oneshot ? ", one-shot" : ", reducer"));
-            double seconds = 0;
             const auto res = run_recording(
                 d.n,
                 [&](local_communicator& comm, std::span<float> data) {
                     const gradsync::hierarchical tag = comm.rank() == d.n - 1 ? d.odd : d.most;
                     const std::span<const std::size_t> layers(misuse_layers);
                     reduce_hierarchical(comm, data, tag, layers, oneshot);
-                },
-                seconds);
-            expect_everywhere(res, seconds, kind::mismatch, "algorithm");
+                });
+            expect_everywhere(res, kind::mismatch, "algorithm");
         }
 }

@@ -1,13 +1,14 @@
-// Misuse over local_group (docs/semantics.md, "The agreement check" and "Errors"): ranks that
-// disagree on count, layout, type, policy, algorithm or tag all get a gradsync::mismatch_error
-// naming the field and the ranks, before any user data is touched, within seconds; bad layer
-// sizes are a usage_error on every rank; a wrong-size buffer is a usage_error on its rank and
-// releases the others.
+// Misuse over local_group (docs/semantics.md, "The agreement check", "Call order" and
+// "Errors"): ranks that disagree on count, layout, type, policy, algorithm or tag all get a
+// gradsync::mismatch_error naming the field (the first differing layer for the sizes) and the
+// ranks, before any user data is touched; bad layer sizes are a usage_error on every rank; a
+// wrong-size buffer is a usage_error on its rank and releases the others; reducers called out
+// of order, or a peer a call ahead, end in a mismatch_error naming both. A hang fails by the
+// CTest timeout.
 //
 // Rank code records (kind, message, buffer untouched?) per rank; CHECKs run on the main thread.
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -24,7 +25,6 @@ namespace {
 using gradsync::local_communicator;
 using gradsync::local_group;
 using Catch::Matchers::Contains;
-using clock_type = std::chrono::steady_clock;
 
 constexpr int ranks = 5;      // not a power of two: folding is in play
 constexpr int odd_rank = 3;   // the rank that disagrees
@@ -43,18 +43,19 @@ bool unchanged(const std::vector<T>& now, const std::vector<T>& before)
 
 struct result {
     std::vector<outcome> rank;
-    double seconds = 0;
 };
 
-// body(comm, outcome&) runs on every rank of a fresh group of `ranks`; no exception escapes.
+// body(comm, outcome&) runs on every rank of a fresh group of `ranks`; a gradsync::error that
+// a rank rethrows (to release the others) does not escape.
 template <class Body>
 result run_group(int n, Body body)
 {
-    result res{std::vector<outcome>(std::size_t(n)), 0};
+    result res{std::vector<outcome>(std::size_t(n))};
     local_group group(n);
-    const auto start = clock_type::now();
-    group.run([&](local_communicator& comm) { body(comm, res.rank[std::size_t(comm.rank())]); });
-    res.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+    try {
+        group.run([&](local_communicator& comm) { body(comm, res.rank[std::size_t(comm.rank())]); });
+    } catch (const gradsync::error&) { // a rank's rethrown error released the others; each recorded its own
+    }
     return res;
 }
 
@@ -62,7 +63,6 @@ result run_group(int n, Body body)
 // given words) and, on the ranks that agree, the odd rank; no buffer was touched; fast.
 void expect_mismatch_everywhere(const result& res, const std::vector<std::string>& field_words)
 {
-    REQUIRE(res.seconds < 5.0);
     for (std::size_t r = 0; r < res.rank.size(); ++r) {
         const outcome& o = res.rank[r];
         INFO("rank " << r << ": " << kind_name(o.k) << ": " << o.what);
@@ -110,6 +110,79 @@ TEST_CASE("ranks that disagree on the layer sizes (same count, same number of la
         oneshot<gradsync::sum, gradsync::ring>(comm, o, count, layers);
     });
     expect_mismatch_everywhere(res, {"layer"});
+    for (const outcome& o : res.rank) {
+        CHECK_THAT(o.what, Contains("ranks disagree on the layer sizes: layer 0 has 600 elements on rank 0 and 400 "
+                                    "on rank 3"));
+        CHECK_THAT(o.what, !Contains("fingerprint"));
+    }
+}
+
+// Two reducers called in different orders: over local_group the receive that waits for the
+// other reducer's message sees it queued from its peer and says so, without a deadline; the
+// group is then released, so no rank returns (wrong) data.
+TEST_CASE("reducers called in different orders: a mismatch_error naming both, never wrong data", "[misuse][order]")
+{
+    for (int n : {2, 3, 4}) {
+        INFO(n << " ranks");
+        std::vector<std::uint64_t> identity(static_cast<std::size_t>(n) * 2);
+        const result res = run_group(n, [&](local_communicator& comm, outcome& o) {
+            gradsync::reducer<float, local_communicator, gradsync::sum, gradsync::ring> a(comm, 64), b(comm, 64);
+            identity[std::size_t(comm.rank()) * 2] = a.identity();
+            identity[std::size_t(comm.rank()) * 2 + 1] = b.identity();
+            std::vector<float> x(64, 1.0f), y(64, 10.0f);
+            record(o, true, [&] {
+                if (comm.rank() == n - 1) {
+                    b(std::span<float>(y));
+                    a(std::span<float>(x));
+                } else {
+                    a(std::span<float>(x));
+                    b(std::span<float>(y));
+                }
+            });
+        });
+        for (int r = 1; r < n; ++r) { // every rank's a (b) is rank 0's
+            CHECK(identity[std::size_t(r) * 2] == identity[0]);
+            CHECK(identity[std::size_t(r) * 2 + 1] == identity[1]);
+        }
+        CHECK(identity[0] != identity[1]);
+        std::size_t named = 0;
+        for (std::size_t r = 0; r < res.rank.size(); ++r) {
+            const outcome& o = res.rank[r];
+            INFO("rank " << r << ": " << kind_name(o.k) << ": " << o.what);
+            CHECK(o.k != kind::ok);
+            if (o.k == kind::mismatch) {
+                ++named;
+                CHECK_THAT(o.what, Contains("same order") && Contains("reducer #" + std::to_string(identity[0])) &&
+                                       Contains("reducer #" + std::to_string(identity[1])));
+            } else {
+                CHECK(kind_name(o.k) == std::string(kind_name(kind::aborted)));
+            }
+        }
+        CHECK(named >= 1);
+    }
+}
+
+// A message stamped for the reducer's next call, queued before this call's: the rank that
+// waits names the call it belongs to.
+TEST_CASE("a peer one call ahead: a mismatch_error naming both calls", "[misuse][order]")
+{
+    const result res = run_group(2, [&](local_communicator& comm, outcome& o) {
+        gradsync::reducer<float, local_communicator, gradsync::sum, gradsync::ring> a(comm, 64);
+        std::vector<float> x(64, 1.0f);
+        if (comm.rank() == 1) {
+            const int bits = gradsync::tags::stamp_bits(comm.tag_limit());
+            const int next = gradsync::tags::stamped(gradsync::tags::reducer, a.identity(), 2, bits);
+            auto s = comm.isend(std::as_bytes(std::span<const float>(x)), 0, next);
+            record(o, true, [&] { comm.wait(s); });
+            return;
+        }
+        record(o, true, [&] { a(std::span<float>(x)); });
+    });
+    INFO(res.rank[0].what);
+    CHECK(kind_name(res.rank[0].k) == std::string(kind_name(kind::mismatch)));
+    CHECK_THAT(res.rank[0].what, Contains("call 1: ") && Contains("belongs to this reducer's call 2") &&
+                                     Contains("rank 1 is one call ahead of this rank"));
+    CHECK(kind_name(res.rank[1].k) == std::string(kind_name(kind::aborted)));
 }
 
 TEST_CASE("ranks that disagree on the number of layers", "[misuse]")
@@ -204,7 +277,6 @@ TEST_CASE("ranks whose automatic rules differ (different thresholds) disagree on
         if (o.k == kind::ok)
             o.what = "no error; result " + std::to_string(data[0]);
     });
-    REQUIRE(res.seconds < 5.0);
     for (std::size_t r = 0; r < 2; ++r) {
         const outcome& o = res.rank[r];
         INFO("rank " << r << ": " << kind_name(o.k) << ": " << o.what);
@@ -223,7 +295,6 @@ TEST_CASE("layer sizes that do not add up to the buffer: usage_error on every ra
                 bad ? std::vector<std::size_t>{600, 399} : std::vector<std::size_t>{600, 400};
             oneshot<gradsync::sum, gradsync::ring>(comm, o, count, layers);
         });
-        REQUIRE(res.seconds < 5.0);
         const int named = everyone ? 0 : odd_rank; // the first bad rank
         for (std::size_t r = 0; r < res.rank.size(); ++r) {
             const outcome& o = res.rank[r];
@@ -257,7 +328,6 @@ TEST_CASE("invalid pipeline options on one rank: usage_error on every rank", "[m
             });
             o.untouched = unchanged(data, before);
         });
-        REQUIRE(res.seconds < 5.0);
         for (std::size_t r = 0; r < res.rank.size(); ++r) {
             const outcome& o = res.rank[r];
             INFO("rank " << r << ": " << kind_name(o.k) << ": " << o.what);
@@ -275,7 +345,6 @@ TEST_CASE("a wrong-size buffer: usage_error on its rank, the others are released
         CAPTURE(thrower);
         std::vector<outcome> rank(ranks);
         local_group group(ranks);
-        const auto start = clock_type::now();
         bool rethrown_usage = false;
         std::string rethrown;
         try {
@@ -304,8 +373,6 @@ TEST_CASE("a wrong-size buffer: usage_error on its rank, the others are released
         } catch (const std::exception& e) {
             rethrown = e.what();
         }
-        const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
-        REQUIRE(seconds < 5.0);
         INFO("run() threw: " << rethrown);
         CHECK(rethrown_usage);
         for (std::size_t r = 0; r < rank.size(); ++r) {

@@ -10,6 +10,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -31,10 +33,15 @@
 #include <gradsync/comm/boost_mpi.hpp>
 using transport = gradsync::boost_mpi_communicator;
 static transport make_comm() { return transport(boost::mpi::communicator()); }
+static transport make_comm(MPI_Comm c, gradsync::mpi_options o)
+{
+    return transport(boost::mpi::communicator(c, boost::mpi::comm_attach), o);
+}
 #elif defined(GRADSYNC_TEST_TRANSPORT_MPI)
 #include <gradsync/comm/mpi.hpp>
 using transport = gradsync::mpi_communicator;
 static transport make_comm() { return transport(MPI_COMM_WORLD); }
+static transport make_comm(MPI_Comm c, gradsync::mpi_options o) { return transport(c, o); }
 #else
 #error "define GRADSYNC_TEST_TRANSPORT_MPI or GRADSYNC_TEST_TRANSPORT_BOOST_MPI"
 #endif
@@ -598,13 +605,145 @@ TEST_CASE("mpi: a message of 2^31 + 13 bytes from rank 0 to rank 1 arrives intac
     CHECK(all);
 }
 
+// [deadline]: calls that can never complete. Each case runs on a duplicate of
+// MPI_COMM_WORLD, whose stale messages (the calls that failed) reach no later case, and with
+// a deadline on the communicator; every rank must end in a gradsync::error within it (the
+// CTest timeout fails a hang), and no rank may return data.
+namespace {
+
+constexpr auto case_deadline = std::chrono::seconds(2);
+
+struct world_copy {
+    MPI_Comm comm = MPI_COMM_NULL;
+    world_copy() { MPI_Comm_dup(MPI_COMM_WORLD, &comm); }
+    world_copy(const world_copy&) = delete;
+    world_copy& operator=(const world_copy&) = delete;
+    ~world_copy() { MPI_Comm_free(&comm); }
+};
+
+// A duplicate of the world with the case's deadline, and where this rank is in it.
+struct deadline_world {
+    world_copy copy;
+    transport comm{make_comm(copy.comm, {.deadline = case_deadline})};
+    int rank = comm.rank(), last = comm.size() - 1;
+};
+
+using reducer_t = gradsync::reducer<float, transport, gradsync::sum, gradsync::ring>;
+
+struct ending {
+    kind k = kind::ok;
+    std::string what;
+    double seconds = 0;
+};
+
+template <class F>
+ending run_timed(F&& f)
+{
+    ending e;
+    const auto start = std::chrono::steady_clock::now();
+    e.k = classify(std::forward<F>(f), e.what);
+    e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return e;
+}
+
+} // namespace
+
+TEST_CASE("mpi order: reducers called in different orders end in an error on every rank, never in wrong data",
+          "[deadline]")
+{
+    if (world_size() == 1) {
+        SUCCEED("one rank calls in one order");
+        return;
+    }
+    deadline_world world;
+    const int r = world.rank;
+    reducer_t a(world.comm, 64), b(world.comm, 64);
+    std::vector<float> x(64, float(r + 1)), y(64, float(10 * (r + 1)));
+    // Odd ranks call b first: pairing a's call with b's would add y into x.
+    const ending e = run_timed([&] {
+        if (r % 2) {
+            b(std::span<float>(y));
+            a(std::span<float>(x));
+        } else {
+            a(std::span<float>(x));
+            b(std::span<float>(y));
+        }
+    });
+    INFO("rank " << r << " after " << e.seconds << " s: " << kind_name(e.k) << ": " << e.what);
+    CHECK(e.k != kind::ok);
+    CHECK(e.k != kind::other);
+    const bool named = e.k == kind::mismatch && e.what.find("reducer #") != std::string::npos &&
+        e.what.find("same order") != std::string::npos;
+    CHECK((named || e.what.find("deadline") != std::string::npos));
+    CHECK(!everywhere(!named)); // some rank saw the other reducer's message and said so
+    CHECK(everywhere(e.k != kind::ok));
+}
+
+TEST_CASE("mpi deadline: a rank that skips a call leaves the others a deadline_error", "[deadline]")
+{
+    if (world_size() == 1) {
+        SUCCEED("one rank waits for no one");
+        return;
+    }
+    deadline_world world;
+    const int r = world.rank, last = world.last;
+    reducer_t a(world.comm, 64);
+    std::vector<float> x(64, 1.0f);
+    const ending e = run_timed([&] {
+        a(std::span<float>(x));
+        if (r != last)
+            a(std::span<float>(x));
+    });
+    INFO("rank " << r << " after " << e.seconds << " s: " << kind_name(e.k) << ": " << e.what);
+    if (r == last) {
+        CHECK(e.k == kind::ok);
+    } else {
+        CHECK(e.k == kind::communication);
+        CHECK_THAT(e.what, Catch::Matchers::Contains("deadline") && Catch::Matchers::Contains("reducer #") &&
+                               Catch::Matchers::Contains("call 2") && Catch::Matchers::Contains("rank "));
+        CHECK(e.seconds >= std::chrono::duration<double>(case_deadline).count());
+    }
+}
+
+TEST_CASE("mpi deadline: a rank whose buffer has the wrong size leaves the others a deadline_error", "[deadline]")
+{
+    if (world_size() == 1) {
+        SUCCEED("one rank waits for no one");
+        return;
+    }
+    deadline_world world;
+    const int r = world.rank, last = world.last;
+    reducer_t a(world.comm, 100);
+    std::vector<float> x(r == last ? 99 : 100, 1.0f);
+    const std::vector<float> before = x;
+    const ending e = run_timed([&] { a(std::span<float>(x)); });
+    INFO("rank " << r << " after " << e.seconds << " s: " << kind_name(e.k) << ": " << e.what);
+    if (r == last) {
+        CHECK(e.k == kind::usage);
+        CHECK_THAT(e.what, Catch::Matchers::Contains("99"));
+        CHECK(unchanged(x, before));
+    } else {
+        CHECK(e.k == kind::communication);
+        CHECK_THAT(e.what, Catch::Matchers::Contains("deadline"));
+        CHECK(e.seconds >= std::chrono::duration<double>(case_deadline).count());
+    }
+}
+
 int main(int argc, char** argv)
 {
+    // Alive past MPI_Finalize (the environment's destructor for Boost.MPI), as in most MPI
+    // programs: its destructor must leave the finalized MPI alone.
+    std::optional<transport> outliving;
 #if defined(GRADSYNC_TEST_TRANSPORT_BOOST_MPI)
     boost::mpi::environment env(argc, argv, boost::mpi::threading::funneled);
 #else
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+#endif
+#if defined(GRADSYNC_TEST_TRANSPORT_BOOST_MPI)
+    outliving.emplace(boost::mpi::communicator());
+#else
+    outliving.emplace(MPI_COMM_WORLD);
 #endif
     const int rank = world_rank();
     // Ranks other than 0 report into a file that is shown only if that rank failed.

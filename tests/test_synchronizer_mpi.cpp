@@ -7,6 +7,10 @@
 //   vector per layer, three iterations each.
 // [delay]: delay_communicator over MPI: the arrival time crosses processes in the header, so
 //   a ping-pong between ranks 0 and 1 takes at least two message times, with data intact.
+// [stuck]: a synchronizer declared inside a try, over an mpi_communicator with no deadline,
+//   whose peer never calls ready(): wait() throws its deadline_error, and the destructor,
+//   run as the error leaves the scope, releases the communication thread stuck in MPI
+//   instead of joining it for ever (a hang is the CTest timeout).
 // [thread_level]: run with GRADSYNC_TEST_MPI_THREAD=funneled, so MPI is initialised with
 //   MPI_THREAD_FUNNELED: the synchronizer refuses to start, saying what to pass to
 //   MPI_Init_thread, directly and through a delay_communicator.
@@ -173,6 +177,50 @@ TEST_CASE("delay_communicator carries arrival times between processes", "[delay]
     }
     CHECK(most(short_trips) == 0);
     CHECK(most(corrupt) == 0);
+}
+
+TEST_CASE("a peer that never readies a layer: wait()'s deadline_error leaves the scope, the destructor returns",
+          "[.][stuck]")
+{
+    using namespace std::chrono_literals;
+    REQUIRE(thread_level_provided >= MPI_THREAD_SERIALIZED);
+    MPI_Comm copy = MPI_COMM_NULL; // the stuck messages stay on it
+    MPI_Comm_dup(MPI_COMM_WORLD, &copy);
+    {
+        mpi_communicator comm(copy);
+        const std::vector<std::size_t> layers{50, 50};
+        const plan_t plan{{1}, {0}};
+        std::vector<float> grad(100, 1.0f);
+        const std::span<float> g(grad);
+        std::string what;
+        bool deadline = false, ok = false;
+        const auto start = std::chrono::steady_clock::now();
+        if (comm.rank() == comm.size() - 1) { // builds its synchronizer and leaves without a ready()
+            gradsync::synchronizer<float, mpi_communicator> sync(comm, layers, plan);
+            deadline = true;
+        } else {
+            try {
+                gradsync::synchronizer<float, mpi_communicator> sync(comm, layers, plan, {}, {},
+                                                                     gradsync::synchronizer_options{.deadline = 2s});
+                sync.ready(1, g.subspan(50, 50));
+                sync.ready(0, g.subspan(0, 50));
+                sync.wait();
+                ok = true;
+            } catch (const gradsync::deadline_error& e) {
+                what = e.what();
+                deadline = what.find("did not finish its allreduce") != std::string::npos;
+            } catch (const std::exception& e) {
+                what = e.what();
+            }
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        INFO("rank " << comm.rank() << " after " << seconds << " s: " << what);
+        CHECK(!ok);
+        CHECK(deadline);
+        CHECK((comm.rank() == comm.size() - 1 || seconds >= 2.0));
+        CHECK(most(deadline ? 0 : 1) == 0);
+    }
+    MPI_Comm_free(&copy);
 }
 
 TEST_CASE("below MPI_THREAD_SERIALIZED the synchronizer refuses to start", "[.][thread_level]")

@@ -3,6 +3,7 @@
 // rounding by distance (tests/reference.hpp), and the element traits.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <gradsync/tags.hpp>
 #include <gradsync/types.hpp>
 
 #include "reference.hpp"
@@ -255,4 +257,42 @@ TEST_CASE("element traits: distinct codes, the contract's accumulate types", "[t
             CHECK(codes[i] != codes[j]);
     CHECK(std::string(element_traits<half>::name) != element_traits<float>::name);
     CHECK(std::string(element_traits<float>::name) != element_traits<double>::name);
+}
+
+// Message tags (tags.hpp): the stamp fits the transport's largest tag, keeps the base in the
+// low 15 bits, and gives back the identity and call modulo the bits it has.
+TEST_CASE("stamped tags stay within the tag limit and carry identity and call modulo their bits", "[types][tags]")
+{
+    namespace tags = gradsync::tags;
+    struct limit {
+        long long largest;
+        int bits;
+    };
+    // MPI's minimum, one bit more, MPICH's MPI_TAG_UB, Boost.MPI's max_tag, Open MPI's.
+    for (const limit l : {limit{32767, 0}, limit{65535, 1}, limit{268435455, 13}, limit{2147483646, 15},
+                          limit{2147483647, 16}}) {
+        INFO("tag limit " << l.largest);
+        CHECK(tags::stamp_bits(l.largest) == l.bits);
+        const int calls = std::min(l.bits, tags::call_bits), ids = l.bits - calls;
+        for (const int base : {0, 7, tags::reducer, tags::synchronizer, tags::agreement - 1})
+            for (std::uint64_t identity : {1ull, 2ull, 3ull, 1000ull, 16383ull, 16384ull, 16385ull, 123456789ull})
+                for (std::uint64_t call = 0; call < 9; ++call) {
+                    const int tag = tags::stamped(base, identity, call, l.bits);
+                    CHECK(tag >= 0);
+                    CHECK((long long)tag <= l.largest);
+                    CHECK((tag & tags::base_mask) == base);
+                    const tags::stamp s = tags::stamp_of(tag, l.bits);
+                    CHECK(s.call == (calls ? call % (1ull << calls) : 0));
+                    CHECK(s.identity == (ids ? identity % (1ull << ids) : 0));
+                    const int next = tags::stamped(base, identity, call + 1, l.bits);
+                    CHECK(tags::foreign(next, tag) == (calls > 0));
+                    CHECK(!tags::foreign(tag, tag));
+                    CHECK(!tags::foreign(tags::stamped((base + 1) % tags::agreement, identity + 1, call, l.bits), tag));
+                }
+    }
+    CHECK(!tags::foreign(tags::stamped(tags::agreement, 5, 1, 16), tags::agreement));
+    CHECK(tags::valid_base(0));
+    CHECK(tags::valid_base(tags::agreement - 1));
+    CHECK(!tags::valid_base(tags::agreement));
+    CHECK(!tags::valid_base(-1));
 }

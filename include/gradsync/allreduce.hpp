@@ -16,11 +16,23 @@
 // Policy must model reduction_policy and Algorithm allreduce_algorithm, so arguments in the
 // wrong order fail to compile with the concept's name.
 //
+// Call order: every rank must call its reducers in the same order, each reducer pairing
+// with the one built at the same point on the other ranks. Each call's messages carry the
+// reducer's identity and call number (tags.hpp), so a call out of order never mixes data:
+// its receives wait, and a transport that sees the other reducer's message ends the wait in
+// a mismatch_error naming both reducers (or both calls). A call that fails leaves the ranks
+// out of step: the reducer refuses every later call with a usage_error.
+//
+// Errors from a call name the reducer: "gradsync::reducer (rank 0 of 2): reducer #3 (100
+// fp32 elements in 3 layers, sum, ring), call 7: " and then the transport's message.
+//
 // Thread safety: one reducer runs one reduction at a time. Reducers that may run
-// concurrently on the same communicator need distinct tags (reducer_options::tag).
+// concurrently on the same communicator need distinct tags (reducer_options::tag, 0..32765).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -34,6 +46,7 @@
 #include <gradsync/plan_table.hpp>
 #include <gradsync/policy/reduction_policy.hpp>
 #include <gradsync/policy/sum.hpp>
+#include <gradsync/tags.hpp>
 #include <gradsync/types.hpp>
 #include <gradsync/verify.hpp>
 
@@ -46,15 +59,15 @@ struct reducer_options {
     template <class Algorithm>
     plan_options<Algorithm> for_plan(const Algorithm& algorithm) const
     {
-        return {algorithm, pipeline, tag};
+        return {algorithm, pipeline};
     }
 };
 
 namespace detail {
 
-// The plan of (Algorithm, Policy, Memory), built once every rank has agreed on it, and the
-// size check of every call: what reducer and device_reducer's direct path share. `who`
-// names the front door in messages.
+// The plan of (Algorithm, Policy, Memory), built once every rank has agreed on it, the size
+// check of every call, the call's stamped tag and the naming of its errors: what reducer and
+// device_reducer's direct path share. `who` names the front door in messages.
 template <element T, communicator Comm, class Policy, class Algorithm, class Memory>
 class agreed_plan {
 public:
@@ -62,15 +75,30 @@ public:
     static_assert(reduction_plan<plan_type>, "gradsync: a plan of the table does not model reduction_plan");
 
     agreed_plan(Comm& comm, std::size_t count, const layer_layout& layout, const plan_options<Algorithm>& options,
-                const char* who)
-        : who_(who), plan_(agree(comm, count, layout, options, who))
+                int tag, const char* who)
+        : who_(who), base_(tag), bits_(tags::stamp_bits(tag_limit(comm))),
+          identity_(verify_agreement(comm, call_signature<T, Policy, Memory>(comm, count, layout, options, tag), who,
+                                     layout.sizes())),
+          plan_(comm, layout, options),
+          name_("reducer #" + std::to_string(identity_) + " (" + std::to_string(count) + " " + element_traits<T>::name +
+                " elements in " + std::to_string(layout.layers()) + (layout.layers() == 1 ? " layer, " : " layers, ") +
+                Policy::name + ", " + Algorithm::name + ")")
     {
     }
 
     void operator()(Comm& comm, typename plan_type::data_type data)
     {
         check_size(comm, data.size());
-        plan_.run(comm, data);
+        if (failed_)
+            throw usage_error(prefix(comm) + "refused: call " + std::to_string(failed_) +
+                              " failed, so the ranks may be out of step (abort the job, e.g. MPI_Abort)");
+        const std::uint64_t call = ++calls_;
+        try {
+            plan_.run(comm, data, tags::stamped(base_, identity_, call, bits_));
+        } catch (...) {
+            failed_ = call;
+            rethrow_named(comm, call);
+        }
     }
 
     void check_size(const Comm& comm, std::size_t elements) const
@@ -81,17 +109,64 @@ public:
     }
 
     const plan_type& plan() const noexcept { return plan_; }
+    std::uint64_t identity() const noexcept { return identity_; }
+    std::uint64_t calls() const noexcept { return calls_; }
 
 private:
-    static plan_type agree(Comm& comm, std::size_t count, const layer_layout& layout,
-                           const plan_options<Algorithm>& options, const char* who)
+    std::string prefix(const Comm& comm) const { return std::string(who_) + " (" + where(comm) + "): " + name_ + ", "; }
+
+    // The error in flight, rethrown as its own kind with this reducer and call in front.
+    [[noreturn]] void rethrow_named(const Comm& comm, std::uint64_t call) const
     {
-        verify_agreement(comm, call_signature<T, Policy, Memory>(comm, count, layout, options), who);
-        return plan_type(comm, layout, options);
+        const std::string at = prefix(comm) + "call " + std::to_string(call) + ": ";
+        try {
+            throw;
+        } catch (const foreign_message_error& e) {
+            throw mismatch_error(at + e.what() + ", " + foreign(e, call));
+        } catch (const deadline_error& e) {
+            throw deadline_error(at + e.what());
+        } catch (const aborted_error& e) {
+            throw aborted_error(at + e.what());
+        } catch (const mismatch_error& e) {
+            throw mismatch_error(at + e.what());
+        } catch (const communication_error& e) {
+            throw communication_error(at + e.what());
+        } catch (const usage_error& e) {
+            throw usage_error(at + e.what());
+        } catch (const error& e) {
+            throw error(at + e.what());
+        }
+    }
+
+    // What the stamp of a peer's message says: another reducer's (the identity nearest this
+    // one with those low bits), or another call of this one.
+    std::string foreign(const foreign_message_error& e, std::uint64_t call) const
+    {
+        const tags::stamp theirs = tags::stamp_of(e.found(), bits_);
+        const std::string peer = "rank " + std::to_string(e.peer());
+        const int id_bits = tags::identity_bits(bits_);
+        const std::uint64_t ids = std::uint64_t(1) << id_bits;
+        const std::uint64_t up = (theirs.identity - tags::low_bits(identity_, id_bits)) & (ids - 1);
+        if (up != 0) {
+            const std::uint64_t other = up <= ids / 2 ? identity_ + up : identity_ - (ids - up);
+            return "which belongs to reducer #" + std::to_string(other) + ", not to this one: " + peer +
+                " called another reducer where this rank called this one; every rank must call its reducers in "
+                "the same order";
+        }
+        const std::uint64_t ahead = tags::low_bits(theirs.call - call, std::min(bits_, tags::call_bits));
+        const std::string where_it_is = ahead == 1 ? "one call ahead of" : ahead == 2 ? "two calls away from" : "one call behind";
+        return "which belongs to this reducer's call " +
+            std::to_string(ahead == 1 ? call + 1 : ahead == 2 ? call + 2 : call - 1) + ": " + peer + " is " +
+            where_it_is + " this rank (a rank skipped a call, or made an extra one)";
     }
 
     const char* who_;
+    int base_, bits_;
+    std::uint64_t identity_;
     plan_type plan_;
+    std::string name_;
+    std::uint64_t calls_ = 0;
+    std::uint64_t failed_ = 0; // the call that failed, if one did
 };
 
 inline std::size_t total_of(std::span<const std::size_t> layers) { return layer_layout(0, layers).total(); }
@@ -111,7 +186,7 @@ public:
     reducer(Comm& comm, std::size_t count, std::span<const std::size_t> layers, Algorithm algorithm = {},
             reducer_options options = {})
         : comm_(&comm), layout_(count, layers),
-          plan_(comm, count, layout_, options.for_plan(algorithm), "gradsync::reducer")
+          plan_(comm, count, layout_, options.for_plan(algorithm), options.tag, "gradsync::reducer")
     {
     }
 
@@ -131,6 +206,8 @@ public:
     std::size_t count() const noexcept { return layout_.total(); }
     const layer_layout& layout() const noexcept { return layout_; }
     const plan_type& plan() const noexcept { return plan_.plan(); }
+    // The identity every rank's reducer shares, carried in its messages (tags.hpp).
+    std::uint64_t identity() const noexcept { return plan_.identity(); }
 
 private:
     Comm* comm_;

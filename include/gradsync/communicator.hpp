@@ -13,6 +13,19 @@
 //
 // Optional: c.eager_limit() -> std::size_t, the largest message the transport delivers
 // without a rendezvous handshake; small-message algorithms cut their messages to fit.
+//
+// Optional: c.tag_limit() -> int, the largest tag the transport carries (MPI_TAG_UB): the bits
+// it leaves above 2^15 carry a reducer's identity and call number (tags.hpp). Without it tags
+// stop at 32767 and carry no stamp.
+//
+// Optional: c.release(), from any thread: every wait in progress or to come, and every later
+// post, throws aborted_error, so that a thread stuck on a peer that will never come can be
+// let go (the synchronizer's destructor after its deadline). The communicator stays out of
+// step with its peers for good.
+//
+// A transport that can see the peer's next message, and finds it stamped for another reducer
+// or call of the same base (tags::foreign) while it waits for a receive, throws
+// foreign_message_error instead of waiting for a message that is not coming.
 #pragma once
 
 #include <concepts>
@@ -22,6 +35,7 @@
 #include <string>
 
 #include <gradsync/error.hpp>
+#include <gradsync/tags.hpp>
 
 namespace gradsync {
 
@@ -45,6 +59,18 @@ std::size_t eager_limit(const C& c)
     else
         return std::numeric_limits<std::size_t>::max();
 }
+
+template <communicator C>
+int tag_limit(const C& c)
+{
+    if constexpr (requires { { c.tag_limit() } -> std::convertible_to<int>; })
+        return c.tag_limit();
+    else
+        return 32767;
+}
+
+template <communicator C>
+constexpr bool releasable = requires(C& c) { c.release(); };
 
 template <communicator C, class T>
 typename C::request isend(C& c, std::span<const T> data, int peer, int tag)

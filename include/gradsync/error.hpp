@@ -33,14 +33,33 @@ public:
     using error::error;
 };
 
-// A wait ran past its deadline: a peer never sent or never received (local_group's
-// deadline option, the synchronizer's wait()). The message names the rank and the operation.
+// A wait ran past its deadline: a peer never sent or never received (a communicator's
+// deadline option, the synchronizer's wait()). The message names the rank, the peer and the
+// operation; a reducer adds itself and its call.
 class deadline_error : public communication_error {
 public:
     using communication_error::communication_error;
 };
 
-// This rank was released because another rank of its group failed.
+// A transport waiting for a message from `peer` tagged `expected` found that peer's next
+// message tagged `found`, of another reducer or call (tags.hpp); a reducer rethrows it as a
+// mismatch_error naming both.
+class foreign_message_error : public mismatch_error {
+public:
+    foreign_message_error(const std::string& what, int peer, int expected, int found)
+        : mismatch_error(what), peer_(peer), expected_(expected), found_(found)
+    {
+    }
+    int peer() const noexcept { return peer_; }
+    int expected() const noexcept { return expected_; }
+    int found() const noexcept { return found_; }
+
+private:
+    int peer_, expected_, found_;
+};
+
+// This rank was released: another rank of its group failed, or the communicator was
+// released (communicator.hpp).
 class aborted_error : public error {
 public:
     using error::error;

@@ -3,14 +3,16 @@
 //
 // A plan is an algorithm's schedule, scratch buffers and request slots for one element type
 // T, communicator C, policy and memory, computed once when it is built:
-//   P p(comm, layout, plan_options<Algorithm>{algorithm, pipeline, tag});
-//   p.run(comm, data);      // reduces data in place; allocates nothing
+//   P p(comm, layout, plan_options<Algorithm>{algorithm, pipeline});
+//   p.run(comm, data, tag); // reduces data in place; allocates nothing
 //   p.count()               // the elements it was planned for
 //   p.scratch_bytes()       // the scratch it holds
 // The policy is a template parameter of the plan type, fixed when the table
 // (plan_table.hpp) chooses it; data is P::data_type (std::span<T> for host memory, a
-// device_span for a memory space). Building a plan is local: the reducer checks that every
-// rank builds the same one (verify.hpp) before it builds it.
+// device_span for a memory space). Every message of a run carries `tag`, the call's tag
+// (tags.hpp), which the reducer stamps with its identity and call number. Building a plan is
+// local: the reducer checks that every rank builds the same one (verify.hpp) before it
+// builds it.
 //
 // Every plan's header includes this one, which brings what they all use: the communicator
 // concept, layouts, element types, schedules, exchanges and host memory.
@@ -29,20 +31,10 @@
 
 namespace gradsync {
 
-// Message tags, each below 32767, the smallest MPI_TAG_UB the MPI standard allows. The
-// reducer's and the synchronizer's defaults differ so that their messages never match; the
-// agreement check has its own so that ranks that disagree on the data tag still meet.
-namespace tags {
-inline constexpr int reducer = 24301;
-inline constexpr int synchronizer = 24302;
-inline constexpr int agreement = 32766;
-} // namespace tags
-
 template <class Algorithm>
 struct plan_options {
     Algorithm algorithm{};
     pipeline_options pipeline{};
-    int tag = tags::reducer;
 };
 
 // The names a plan gives the contract; plans derive from it.
@@ -54,21 +46,21 @@ struct plan_types {
 };
 
 // The options of a plan that another plan runs inside it (automatic, hierarchical, Adasum's
-// triple sums): the same pipeline and tag, for Algorithm.
+// triple sums): the same pipeline, for Algorithm.
 template <class Algorithm, class Other>
 plan_options<Algorithm> options_for(const plan_options<Other>& o, Algorithm algorithm = {})
 {
-    return {algorithm, o.pipeline, o.tag};
+    return {algorithm, o.pipeline};
 }
 
 template <class P>
 concept reduction_plan = std::destructible<P> &&
     std::constructible_from<P, typename P::communicator_type&, const layer_layout&,
                             const plan_options<typename P::algorithm_type>&> &&
-    requires(P& p, const P& cp, typename P::communicator_type& comm, typename P::data_type data) {
+    requires(P& p, const P& cp, typename P::communicator_type& comm, typename P::data_type data, int tag) {
         { cp.count() } -> std::same_as<std::size_t>;
         { cp.scratch_bytes() } -> std::same_as<std::size_t>;
-        p.run(comm, data);
+        p.run(comm, data, tag);
     };
 
 // The table's rows (plan_table.hpp): plan_row<Algorithm> says, in select<T, C, Policy,

@@ -1,7 +1,8 @@
 // subgroup: a communicator over some of another communicator's ranks (the ranks of one
 // node, or one rank of every node), for algorithms composed of smaller ones. Ranks and
 // peers are positions in `members`; messages go through the parent unchanged (same tag),
-// so it costs nothing and allocates nothing. It does not own the member list.
+// so it costs nothing and allocates nothing; its tag limit and release() are the parent's.
+// It does not own the member list.
 #pragma once
 
 #include <algorithm>
@@ -30,6 +31,12 @@ public:
     int rank() const noexcept { return rank_; }
     int size() const noexcept { return int(members_.size()); }
     std::size_t eager_limit() const { return gradsync::eager_limit(*parent_); }
+    int tag_limit() const { return gradsync::tag_limit(*parent_); }
+    void release()
+        requires releasable<C>
+    {
+        parent_->release();
+    }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {

@@ -1,5 +1,7 @@
 // The consumer: a reducer over MPI_COMM_WORLD (Sum and Adasum) and one over a local_group,
 // each result checked against what the inputs make it by hand. Exit status 0 when all hold.
+// Written as most MPI programs are: the communicator lives in main's scope and MPI_Finalize
+// comes before its destructor.
 #include <gradsync/comm/mpi.hpp>
 #include <gradsync/gradsync.hpp>
 
@@ -13,9 +15,9 @@
 int main(int argc, char** argv)
 {
     MPI_Init(&argc, &argv);
+    gradsync::mpi_communicator comm(MPI_COMM_WORLD);
     int failures = 0;
     try {
-        gradsync::mpi_communicator comm(MPI_COMM_WORLD);
         const int n = comm.size(), r = comm.rank();
 
         // Sum of (rank + 1) * (i + 1) over ranks: (i + 1) * n (n + 1) / 2, exact in float.

@@ -37,8 +37,8 @@ class adasum_recursive_doubling_plan
     : public plan_types<recursive_doubling, C, typename Memory::template span<T>> {
 public:
     adasum_recursive_doubling_plan(const C& comm, const layer_layout& layout,
-                                   const plan_options<recursive_doubling>& options)
-        : rank_(comm.rank()), tag_(options.tag), fold_(comm.size()), layout_(layout), cut_{eager_limit(comm), 0},
+                                   const plan_options<recursive_doubling>&)
+        : rank_(comm.rank()), fold_(comm.size()), layout_(layout), cut_{eager_limit(comm), 0},
           triples_(layout.layers(), widest(layout)), scratch_(layout.total()),
           requests_(2 * cut_.messages<T>(layout.total()))
     {
@@ -50,20 +50,20 @@ public:
     std::size_t count() const noexcept { return layout_.total(); }
     std::size_t scratch_bytes() const noexcept { return scratch_.size() * sizeof(T) + triples_.bytes(); }
 
-    void run(C& comm, typename Memory::template span<T> data)
+    void run(C& comm, typename Memory::template span<T> data, int tag)
     {
         const Memory memory = Memory::of(data);
         const std::span<T> d = Memory::elements(data), theirs(scratch_.data(), scratch_.size());
         memory.synchronize(); // the caller's queued work on data ends before the first send
         run_folded<T>(
-            comm, fold_, tag_, d, cut_, cut_, requests_,
+            comm, fold_, tag, d, cut_, cut_, requests_,
             [&](int lower) {
-                exchange<T>(comm, tag_, rank_, {}, lower, theirs, cut_, requests_);
+                exchange<T>(comm, tag, rank_, {}, lower, theirs, cut_, requests_);
                 combine(memory, d, theirs, d);
             },
             [&] {
                 for (const partner& p : partners_) {
-                    exchange<T>(comm, tag_, p.rank, d, p.rank, theirs, cut_, requests_);
+                    exchange<T>(comm, tag, p.rank, d, p.rank, theirs, cut_, requests_);
                     if (p.low)
                         combine(memory, d, d, theirs);
                     else
@@ -108,7 +108,7 @@ private:
         return w;
     }
 
-    int rank_, tag_;
+    int rank_;
     folding fold_;
     layer_layout layout_;
     message_cut cut_;

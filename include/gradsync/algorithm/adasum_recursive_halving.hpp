@@ -58,7 +58,7 @@ class adasum_halving {
 public:
     adasum_halving(const C& comm, const layer_layout& layout, const plan_options<recursive_halving>& options,
                    block range)
-        : rank_(comm.rank()), tag_(options.tag), layout_(layout),
+        : rank_(comm.rank()), layout_(layout),
           range_{range.begin, std::min(range.end, layout.total())}, fold_(comm.size()), plain_{eager_limit(comm), 0},
           piped_{eager_limit(comm), options.pipeline.segment_bytes},
           window_(Memory::synchronous ? std::size_t(std::max(options.pipeline.window, 1)) : ~std::size_t(0))
@@ -101,19 +101,19 @@ public:
     }
 
     template <class Complete>
-    void run(C& comm, typename Memory::template span<T> data, Complete&& complete)
+    void run(C& comm, typename Memory::template span<T> data, int tag, Complete&& complete)
     {
         const Memory memory = Memory::of(data);
         const std::span<T> d = Memory::elements(data);
         memory.synchronize(); // the caller's queued work on data ends before the first send
         run_folded<T>(
-            comm, fold_, tag_, d, plain_, plain_, requests_,
-            [&](int lower) { absorb(comm, memory, d, lower, complete); },
+            comm, fold_, tag, d, plain_, plain_, requests_,
+            [&](int lower) { absorb(comm, memory, d, lower, tag, complete); },
             [&] {
                 for (const step& s : steps_)
-                    reduce_step(comm, memory, d, s, complete);
+                    reduce_step(comm, memory, d, s, tag, complete);
                 for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
-                    exchange<T>(comm, tag_, s->peer(), block_span(d, s->halves.keep), s->peer(),
+                    exchange<T>(comm, tag, s->peer(), block_span(d, s->halves.keep), s->peer(),
                                 block_span(d, s->halves.send), plain_, requests_);
             });
     }
@@ -138,10 +138,10 @@ private:
 
     // h = A(g(lower), g(rank)), the lower rank's vector first.
     template <class Complete>
-    void absorb(C& comm, const Memory& memory, std::span<T> data, int lower_rank, Complete& complete)
+    void absorb(C& comm, const Memory& memory, std::span<T> data, int lower_rank, int tag, Complete& complete)
     {
         const std::span<T> lower(scratch_.data(), data.size());
-        exchange<T>(comm, tag_, rank_, {}, lower_rank, lower, plain_, requests_);
+        exchange<T>(comm, tag, rank_, {}, lower_rank, lower, plain_, requests_);
         triples_.clear(memory);
         const block all{0, data.size()};
         for_each_layer_part(all, [&](std::size_t l, block b) {
@@ -155,7 +155,7 @@ private:
     }
 
     template <class Complete>
-    void reduce_step(C& comm, const Memory& memory, std::span<T> data, const step& s, Complete& complete)
+    void reduce_step(C& comm, const Memory& memory, std::span<T> data, const step& s, int tag, Complete& complete)
     {
         const block keep = s.halves.keep;
         const std::span<T> theirs(scratch_.data(), keep.size());
@@ -163,7 +163,7 @@ private:
         // Receive their half segment by segment, forming this rank's partial triples of
         // each segment as it lands (still in cache).
         triples_.clear(memory);
-        exchange_segments<T>(comm, tag_, s.peer(), std::span<const T>(block_span(data, s.halves.send)), s.peer(),
+        exchange_segments<T>(comm, tag, s.peer(), std::span<const T>(block_span(data, s.halves.send)), s.peer(),
                              keep.size(), theirs, window_, piped_, requests_,
                              [&](std::size_t begin, std::span<T> landed) {
                                  const block seg{keep.begin + begin, keep.begin + begin + landed.size()};
@@ -183,7 +183,7 @@ private:
         memory.synchronize();
         for (std::size_t g = s.group_begin; g < s.group_end; ++g) {
             const std::span<double> received(received_.data(), received_.size());
-            exchange<double>(comm, tag_, peers_[g], triples_.sums(), peers_[g], received, plain_, requests_);
+            exchange<double>(comm, tag, peers_[g], triples_.sums(), peers_[g], received, plain_, requests_);
             memory.template combine<sum>(triples_.sums(), std::span<const double>(received));
             memory.synchronize();
         }
@@ -242,7 +242,7 @@ private:
 
     static block shift(block b, std::size_t by) noexcept { return {b.begin - by, b.end - by}; }
 
-    int rank_, tag_;
+    int rank_;
     layer_layout layout_;
     block range_;
     folding fold_;
@@ -269,9 +269,9 @@ public:
 
     std::size_t count() const noexcept { return tree_.count(); }
     std::size_t scratch_bytes() const noexcept { return tree_.scratch_bytes(); }
-    void run(C& comm, typename Memory::template span<T> data)
+    void run(C& comm, typename Memory::template span<T> data, int tag)
     {
-        tree_.run(comm, data, [](auto) {});
+        tree_.run(comm, data, tag, [](auto) {});
     }
 
 private:

@@ -49,7 +49,7 @@ template <element T, communicator C, class Memory = host_memory>
 class adasum_ring_plan : public plan_types<ring, C, typename Memory::template span<T>> {
 public:
     adasum_ring_plan(const C& comm, const layer_layout& layout, const plan_options<ring>& options)
-        : rank_(comm.rank()), size_(comm.size()), tag_(options.tag), layout_(layout), cut_{eager_limit(comm), 0},
+        : rank_(comm.rank()), size_(comm.size()), layout_(layout), cut_{eager_limit(comm), 0},
           mine_(block_at(rank_)), triples_(layout.layers(), widest_part()),
           triple_sum_(comm, layer_layout(3 * layout.layers(), {}), options_for<recursive_doubling>(options)),
           scratch_(std::size_t(size_ - 1) * mine_.size()),
@@ -63,7 +63,7 @@ public:
         return scratch_.size() * sizeof(T) + triples_.bytes() + triple_sum_.scratch_bytes();
     }
 
-    void run(C& comm, typename Memory::template span<T> data)
+    void run(C& comm, typename Memory::template span<T> data, int tag)
     {
         const Memory memory = Memory::of(data);
         const std::span<T> d = Memory::elements(data);
@@ -71,13 +71,13 @@ public:
         memory.synchronize(); // the caller's queued work on data ends before the first send
         for (int i = 1; i < n; ++i) {
             const int to = (rank_ + i) % n, from = (rank_ + n - i) % n;
-            exchange<T>(comm, tag_, to, block_span(d, block_at(to)), from, copy_of(from), cut_, requests_);
+            exchange<T>(comm, tag, to, block_span(d, block_at(to)), from, copy_of(from), cut_, requests_);
         }
         for (int k = 1; k < n; ++k)
-            link(comm, memory, d, k);
+            link(comm, memory, d, k, tag);
         const int right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
         for (int s = 0; s + 1 < n; ++s)
-            exchange<T>(comm, tag_, right, block_span(d, block_at(rank_ - s)), left,
+            exchange<T>(comm, tag, right, block_span(d, block_at(rank_ - s)), left,
                         block_span(d, block_at(rank_ - s - 1)), cut_, requests_);
     }
 
@@ -86,13 +86,13 @@ private:
     // so far lives where its first gradient does (data when s is this rank, else the copy
     // from rank s); the last link writes into data, whose own gradient is no longer needed
     // then (or is the link's second operand, which scaled_add may overwrite).
-    void link(C& comm, const Memory& memory, std::span<T> data, int k)
+    void link(C& comm, const Memory& memory, std::span<T> data, int k, int tag)
     {
         triples_.clear(memory);
         for_each_layer_part([&](std::size_t l, block b) {
             triples_.template add<T>(memory, l, operand(data, chain_start(l), b), operand(data, chain_start(l) + k, b));
         });
-        triple_sum_.run(comm, memory.view(triples_.sums()));
+        triple_sum_.run(comm, memory.view(triples_.sums()), tag);
         triples_.fetch(memory);
         for_each_layer_part([&](std::size_t l, block b) {
             const adasum::coefficients c = triples_.coefficients(l);
@@ -136,7 +136,7 @@ private:
 
     block block_at(int q) const noexcept { return block_of(layout_.total(), size_, ((q % size_) + size_) % size_); }
 
-    int rank_, size_, tag_;
+    int rank_, size_;
     layer_layout layout_;
     message_cut cut_;
     block mine_;

@@ -71,9 +71,9 @@ public:
     // Code of the algorithm this plan runs (ring::code, recursive_halving::code, ...).
     std::uint32_t chosen() const noexcept { return chosen_; }
 
-    void run(C& comm, typename Memory::template span<T> data)
+    void run(C& comm, typename Memory::template span<T> data, int tag)
     {
-        std::visit([&](auto& p) { p.run(comm, data); }, plan_);
+        std::visit([&](auto& p) { p.run(comm, data, tag); }, plan_);
     }
 
 private:

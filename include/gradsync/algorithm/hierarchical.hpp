@@ -109,25 +109,25 @@ public:
     }
     int ranks_per_node() const noexcept { return per_node_; }
 
-    void run(C& comm, typename Memory::template span<T> data)
+    void run(C& comm, typename Memory::template span<T> data, int tag)
     {
         const Memory memory = Memory::of(data);
         const std::span<T> d = Memory::elements(data);
         view node = node_view(comm), across = cross_view(comm);
         memory.synchronize(); // the caller's queued work on data ends before the first send
-        intra_.reduce_scatter(node, d, memory);
+        intra_.reduce_scatter(node, d, tag, memory);
         const std::span<T> mine = block_span(d, intra_.owned());
         if constexpr (is_adasum<Policy>) {
             if (rule_ == node_combine::average)
                 memory.template finish<average>(mine, per_node_);
-            inter_.run(across, memory.view(mine),
-                       [&](typename Memory::template span<double> triples) { node_triples_.run(node, triples); });
+            inter_.run(across, memory.view(mine), tag,
+                       [&](typename Memory::template span<double> triples) { node_triples_.run(node, triples, tag); });
         } else {
-            inter_.run(across, memory.view(mine));
+            inter_.run(across, memory.view(mine), tag);
             memory.template finish<Policy>(mine, size_);
         }
         memory.synchronize();
-        intra_.allgather(node, d);
+        intra_.allgather(node, d, tag);
     }
 
 private:

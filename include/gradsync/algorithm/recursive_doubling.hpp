@@ -36,8 +36,8 @@ struct recursive_doubling {
 template <element T, communicator C, class Policy, class Memory = host_memory>
 class recursive_doubling_plan : public plan_types<recursive_doubling, C, typename Memory::template span<T>> {
 public:
-    recursive_doubling_plan(const C& comm, const layer_layout& layout, const plan_options<recursive_doubling>& options)
-        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), tag_(options.tag), fold_(size_),
+    recursive_doubling_plan(const C& comm, const layer_layout& layout, const plan_options<recursive_doubling>&)
+        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), fold_(size_),
           cut_{eager_limit(comm), 0}, scratch_(count_), requests_(2 * cut_.messages<T>(count_))
     {
         const int v = fold_.virtual_rank(rank_);
@@ -48,18 +48,18 @@ public:
     std::size_t count() const noexcept { return count_; }
     std::size_t scratch_bytes() const noexcept { return scratch_.size() * sizeof(T); }
 
-    void run(C& comm, typename Memory::template span<T> data)
+    void run(C& comm, typename Memory::template span<T> data, int tag)
     {
         const Memory memory = Memory::of(data);
         const std::span<T> d = Memory::elements(data), theirs(scratch_.data(), count_);
         auto combine_from = [&](int peer, std::span<const T> out) {
-            exchange<T>(comm, tag_, peer, out, peer, theirs, cut_, requests_);
+            exchange<T>(comm, tag, peer, out, peer, theirs, cut_, requests_);
             memory.template combine<Policy>(d, std::span<const T>(theirs));
             memory.synchronize();
         };
         memory.synchronize(); // the caller's queued work on data ends before the first send
         run_folded<T>(
-            comm, fold_, tag_, d, cut_, cut_, requests_, [&](int lower) { combine_from(lower, {}); },
+            comm, fold_, tag, d, cut_, cut_, requests_, [&](int lower) { combine_from(lower, {}); },
             [&] {
                 for (int peer : peers_)
                     combine_from(peer, d);
@@ -72,7 +72,6 @@ public:
 private:
     int rank_, size_;
     std::size_t count_;
-    int tag_;
     folding fold_;
     message_cut cut_;
     std::vector<int> peers_;

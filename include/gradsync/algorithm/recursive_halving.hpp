@@ -38,7 +38,7 @@ template <element T, communicator C, class Policy, class Memory = host_memory>
 class recursive_halving_plan : public plan_types<recursive_halving, C, typename Memory::template span<T>> {
 public:
     recursive_halving_plan(const C& comm, const layer_layout& layout, const plan_options<recursive_halving>& options)
-        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), tag_(options.tag), fold_(size_),
+        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), fold_(size_),
           plain_{eager_limit(comm), 0}, piped_{eager_limit(comm), options.pipeline.segment_bytes},
           steps_(fold_.sits_out(rank_) ? std::vector<halving_step>()
                                        : halving_schedule(fold_, fold_.virtual_rank(rank_), count_)),
@@ -56,24 +56,24 @@ public:
     std::size_t count() const noexcept { return count_; }
     std::size_t scratch_bytes() const noexcept { return scratch_.size() * sizeof(T); }
 
-    void run(C& comm, typename Memory::template span<T> data)
+    void run(C& comm, typename Memory::template span<T> data, int tag)
     {
         const Memory memory = Memory::of(data);
         const std::span<T> d = Memory::elements(data), scratch(scratch_.data(), scratch_.size());
         memory.synchronize(); // the caller's queued work on data ends before the first send
         run_folded<T>(
-            comm, fold_, tag_, d, piped_, plain_, requests_,
+            comm, fold_, tag, d, piped_, plain_, requests_,
             [&](int lower) {
-                exchange_combine<Policy, T>(comm, tag_, rank_, {}, lower, d, scratch, piped_, requests_, memory);
+                exchange_combine<Policy, T>(comm, tag, rank_, {}, lower, d, scratch, piped_, requests_, memory);
             },
             [&] {
                 for (const halving_step& s : steps_)
-                    exchange_combine<Policy, T>(comm, tag_, s.peer, block_span(d, s.send), s.peer,
+                    exchange_combine<Policy, T>(comm, tag, s.peer, block_span(d, s.send), s.peer,
                                                 block_span(d, s.keep), scratch, piped_, requests_, memory);
                 memory.template finish<Policy>(steps_.empty() ? d : block_span(d, steps_.back().keep), size_);
                 memory.synchronize();
                 for (auto s = steps_.rbegin(); s != steps_.rend(); ++s)
-                    exchange<T>(comm, tag_, s->peer, block_span(d, s->keep), s->peer, block_span(d, s->send), plain_,
+                    exchange<T>(comm, tag, s->peer, block_span(d, s->keep), s->peer, block_span(d, s->send), plain_,
                                 requests_);
             });
     }
@@ -90,7 +90,6 @@ private:
 
     int rank_, size_;
     std::size_t count_;
-    int tag_;
     folding fold_;
     message_cut plain_, piped_;
     std::vector<halving_step> steps_;

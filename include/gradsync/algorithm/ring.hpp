@@ -36,7 +36,7 @@ template <element T, communicator C, class Policy, class Memory = host_memory>
 class ring_plan : public plan_types<ring, C, typename Memory::template span<T>> {
 public:
     ring_plan(const C& comm, const layer_layout& layout, const plan_options<ring>& options)
-        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), tag_(options.tag),
+        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()),
           plain_{eager_limit(comm), 0}, piped_{eager_limit(comm), options.pipeline.segment_bytes},
           scratch_(scratch_elems<T, Memory>(largest(), options.pipeline))
     {
@@ -46,34 +46,34 @@ public:
     std::size_t count() const noexcept { return count_; }
     std::size_t scratch_bytes() const noexcept { return scratch_.size() * sizeof(T); }
 
-    void run(C& comm, typename Memory::template span<T> data)
+    void run(C& comm, typename Memory::template span<T> data, int tag)
     {
         const Memory memory = Memory::of(data);
         const std::span<T> d = Memory::elements(data);
         memory.synchronize(); // the caller's queued work on data ends before the first send
-        reduce_scatter(comm, d, memory);
+        reduce_scatter(comm, d, tag, memory);
         memory.template finish<Policy>(block_span(d, owned()), size_);
         memory.synchronize();
-        allgather(comm, d);
+        allgather(comm, d, tag);
     }
 
     // The block this rank holds fully combined after reduce_scatter.
     block owned() const noexcept { return block_at((rank_ + 1) % size_); }
 
-    void reduce_scatter(C& comm, std::span<T> data, const Memory& memory = {})
+    void reduce_scatter(C& comm, std::span<T> data, int tag, const Memory& memory = {})
     {
         const int n = size_, right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
         const std::span<T> scratch(scratch_.data(), scratch_.size());
         for (int s = 0; s + 1 < n; ++s)
-            exchange_combine<Policy, T>(comm, tag_, right, block_span(data, block_at(rank_ - s)), left,
+            exchange_combine<Policy, T>(comm, tag, right, block_span(data, block_at(rank_ - s)), left,
                                         block_span(data, block_at(rank_ - s - 1)), scratch, piped_, requests_, memory);
     }
 
-    void allgather(C& comm, std::span<T> data)
+    void allgather(C& comm, std::span<T> data, int tag)
     {
         const int n = size_, right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
         for (int s = 0; s + 1 < n; ++s)
-            exchange<T>(comm, tag_, right, block_span(data, block_at(rank_ + 1 - s)), left,
+            exchange<T>(comm, tag, right, block_span(data, block_at(rank_ + 1 - s)), left,
                         block_span(data, block_at(rank_ - s)), plain_, requests_);
     }
 
@@ -83,7 +83,6 @@ private:
 
     int rank_, size_;
     std::size_t count_;
-    int tag_;
     message_cut plain_, piped_;
     typename Memory::template buffer<T> scratch_;
     std::vector<typename C::request> requests_; // after scratch_: pending requests die first

@@ -8,21 +8,29 @@
 // communication_error naming the call and the rank. MPI_ERRORS_RETURN is installed on the
 // underlying communicator for the wrapper's lifetime so that failures reach Boost.MPI as
 // return codes instead of aborting.
+//
+// Options, waits, release() and dropped requests are as for mpi_communicator (comm/mpi.hpp):
+// mpi_options, deadlines, foreign stamps, cancelled receives, and nothing asked of MPI once
+// it is finalized.
 #pragma once
 
 #include <boost/mpi/communicator.hpp>
+#include <boost/mpi/environment.hpp>
 #include <boost/mpi/exception.hpp>
 #include <boost/mpi/request.hpp>
 #include <mpi.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <span>
 #include <string>
 #include <vector>
 
 #include <gradsync/comm/mpi.hpp>
+#include <gradsync/comm/polling.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 
@@ -30,23 +38,75 @@ namespace gradsync {
 
 class boost_mpi_communicator {
 public:
-    struct request {
+    class request {
+    public:
+        request() = default;
+        request(request&& o) noexcept { take(o); }
+        request& operator=(request&& o) noexcept
+        {
+            if (this != &o) {
+                abandon();
+                take(o);
+            }
+            return *this;
+        }
+        ~request() { abandon(); }
+
+    private:
+        friend class boost_mpi_communicator;
+
+        boost::mpi::request& part(std::size_t i) { return i < 2 ? first[i] : more[i - 2]; }
+
+        void take(request& o) noexcept
+        {
+            first = o.first;
+            more = std::move(o.more);
+            parts = std::exchange(o.parts, 0);
+            done = std::exchange(o.done, 0);
+            bytes = o.bytes;
+            receive = o.receive;
+            peer = o.peer;
+            tag = o.tag;
+        }
+
+        // Receives not waited for are cancelled, so that nothing lands in their buffer later.
+        void abandon() noexcept
+        {
+            if (done == parts || !receive || detail::mpi_finalized()) {
+                parts = done = 0;
+                return;
+            }
+            try {
+                for (std::size_t i = done; i < parts; ++i) {
+                    part(i).cancel();
+                    part(i).wait();
+                }
+            } catch (const boost::mpi::exception&) {
+            }
+            parts = done = 0;
+        }
+
         std::array<boost::mpi::request, 2> first;
         std::vector<boost::mpi::request> more;
         std::size_t parts = 0;
+        std::size_t done = 0; // parts waited for
         std::size_t bytes = 0;
         bool receive = false;
         int peer = 0;
+        int tag = 0;
     };
 
-    static constexpr std::size_t default_eager_limit = 4000;
+    static constexpr std::size_t default_eager_limit = mpi_options{}.eager_limit;
 
-    explicit boost_mpi_communicator(const boost::mpi::communicator& comm, std::size_t eager = default_eager_limit)
-        : comm_(comm), eager_(eager)
+    explicit boost_mpi_communicator(const boost::mpi::communicator& comm, mpi_options options = {})
+        : comm_(comm), options_(options)
     {
+        if (options_.deadline.count() < 0)
+            throw usage_error("gradsync::boost_mpi_communicator: the deadline must not be negative");
         MPI_Comm raw = comm_;
         MPI_Comm_get_errhandler(raw, &previous_);
         MPI_Comm_set_errhandler(raw, MPI_ERRORS_RETURN);
+        tag_limit_ = boost::mpi::environment::max_tag();
     }
 
     boost_mpi_communicator(const boost_mpi_communicator&) = delete;
@@ -54,6 +114,8 @@ public:
 
     ~boost_mpi_communicator()
     {
+        if (detail::mpi_finalized())
+            return;
         MPI_Comm raw = comm_;
         MPI_Comm_set_errhandler(raw, previous_);
         MPI_Errhandler_free(&previous_);
@@ -62,20 +124,24 @@ public:
     int rank() const { return comm_.rank(); }
     int size() const { return comm_.size(); }
     const boost::mpi::communicator& native() const noexcept { return comm_; }
-    std::size_t eager_limit() const noexcept { return eager_; }
+    std::size_t eager_limit() const noexcept { return options_.eager_limit; }
+    int tag_limit() const noexcept { return tag_limit_; }
+    const mpi_options& options() const noexcept { return options_; }
+    // Ends every wait, now and later, with aborted_error (communicator.hpp); any thread.
+    void release() noexcept { released_.store(true, std::memory_order_relaxed); }
     // Ranks per node (hierarchical{.ranks_per_node = 0}); collective.
     int ranks_per_node() const { return mpi_ranks_per_node(MPI_Comm(comm_), "gradsync::boost_mpi_communicator"); }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {
-        return post(data.size(), peer, false, [&](std::size_t offset, int n) {
+        return post(data.size(), peer, tag, false, [&](std::size_t offset, int n) {
             return comm_.isend(peer, tag, reinterpret_cast<const char*>(data.data() + offset), n);
         });
     }
 
     request irecv(std::span<std::byte> data, int peer, int tag)
     {
-        return post(data.size(), peer, true, [&](std::size_t offset, int n) {
+        return post(data.size(), peer, tag, true, [&](std::size_t offset, int n) {
             return comm_.irecv(peer, tag, reinterpret_cast<char*>(data.data() + offset), n);
         });
     }
@@ -84,15 +150,23 @@ public:
     {
         std::size_t got = 0;
         try {
-            for (std::size_t i = 0; i < r.parts; ++i) {
-                const boost::mpi::status s = (i < 2 ? r.first[i] : r.more[i - 2]).wait();
+            for (; r.done < r.parts; ++r.done) {
+                boost::mpi::request& part = r.part(r.done);
+                boost::optional<boost::mpi::status> s;
+                detail::poll_until_done(
+                    [&] { return bool(s = part.test()); }, [&] { return r.receive ? foreign_tag(r) : -1; },
+                    {options_.deadline, &released_},
+                    [&](detail::wait_end end, int found, std::chrono::nanoseconds waited) {
+                        fail(r, end, found, waited);
+                    });
                 if (r.receive)
-                    got += std::size_t(s.count<char>().value_or(0));
+                    got += std::size_t(s->count<char>().value_or(0));
             }
         } catch (const boost::mpi::exception& e) {
+            r.abandon();
             throw communication_error(prefix("wait") + e.what());
         }
-        r.parts = 0;
+        r.parts = r.done = 0;
         if (r.receive && got != r.bytes)
             throw communication_error(prefix("wait") + "a message from rank " + std::to_string(r.peer) + " has " +
                                       std::to_string(got) + " bytes, the receive expects " + std::to_string(r.bytes));
@@ -102,15 +176,19 @@ private:
     static constexpr std::size_t part_bytes = std::size_t(1) << 30;
 
     template <class Start>
-    request post(std::size_t n, int peer, bool receive, Start start)
+    request post(std::size_t n, int peer, int tag, bool receive, Start start)
     {
         if (peer < 0 || peer >= size())
             throw usage_error(prefix(receive ? "irecv" : "isend") + "peer " + std::to_string(peer) +
                               " is out of range");
+        if (released_.load(std::memory_order_relaxed))
+            throw aborted_error("gradsync::boost_mpi_communicator (" + where(*this) + "): " +
+                                (receive ? "irecv" : "isend") + " refused: the communicator was released");
         request r;
         r.bytes = n;
         r.receive = receive;
         r.peer = peer;
+        r.tag = tag;
         try {
             for (std::size_t offset = 0; offset < n || (n == 0 && r.parts == 0); offset += part_bytes) {
                 const int len = int(std::min(part_bytes, n - offset));
@@ -129,14 +207,37 @@ private:
         return r;
     }
 
+    // The tag of the peer's next unmatched message if another reducer or call stamped it.
+    int foreign_tag(const request& r) const
+    {
+        try {
+            const boost::optional<boost::mpi::status> s = comm_.iprobe(r.peer, boost::mpi::any_tag);
+            return s && tags::foreign(s->tag(), r.tag) ? s->tag() : -1;
+        } catch (const boost::mpi::exception&) {
+            return -1;
+        }
+    }
+
+    [[noreturn]] void fail(request& r, detail::wait_end end, int found, std::chrono::nanoseconds waited)
+    {
+        const bool receive = r.receive;
+        const int peer = r.peer, tag = r.tag;
+        const std::size_t bytes = r.bytes;
+        r.abandon();
+        detail::throw_wait_end("gradsync::boost_mpi_communicator (" + where(*this) + "): ", receive, bytes, peer, tag, end, found,
+                               waited, options_.deadline);
+    }
+
     std::string prefix(const char* what) const
     {
         return "gradsync::boost_mpi_communicator (" + where(*this) + "): " + what + " failed: ";
     }
 
     boost::mpi::communicator comm_;
-    std::size_t eager_;
+    mpi_options options_;
+    int tag_limit_ = 32767;
     MPI_Errhandler previous_ = MPI_ERRHANDLER_NULL;
+    std::atomic<bool> released_{false};
 };
 
 } // namespace gradsync

@@ -14,11 +14,16 @@
 // (or arriving there later) throws aborted_error, and run() rethrows the first exception
 // that was not such a release. With local_options::deadline, a wait that lasts longer
 // (a peer that never sends or never receives) throws deadline_error naming the rank, the
-// peer, the tag and how many of its waits had completed, and so aborts the group.
+// peer, the tag and how many of its waits had completed, and so aborts the group. A receive
+// that waits longer than a millisecond also looks at the peer's oldest unmatched send to this
+// rank: one stamped for another reducer or call (tags.hpp) ends the wait in
+// foreign_message_error. release() ends the rank's waits in aborted_error (communicator.hpp).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstddef>
 #include <cstring>
@@ -127,6 +132,14 @@ public:
     int ranks_per_node() const noexcept { return size(); }
     // Whether isend/irecv take device memory (local_options::copy).
     bool device_memory() const noexcept { return group_->options_.copy.device_memory; }
+    int tag_limit() const noexcept { return INT_MAX; }
+
+    // Ends this rank's waits, now and later in this run(), with aborted_error; any thread.
+    void release() noexcept
+    {
+        self().released.store(true, std::memory_order_release);
+        self().wake();
+    }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {
@@ -146,28 +159,19 @@ public:
             return;
         detail::local_rank_state& me = self();
         const auto deadline = group_->options_.deadline;
-        const auto start = deadline.count() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
         auto settled = [&] {
-            return op->state.load(std::memory_order_acquire) != 0 || group_->aborted_.load(std::memory_order_acquire);
+            return op->state.load(std::memory_order_acquire) != 0 || group_->aborted_.load(std::memory_order_acquire) ||
+                me.released.load(std::memory_order_acquire);
         };
         for (int polls = 0; polls < yields_before_sleep && !settled(); ++polls)
             std::this_thread::yield();
-        if (!settled()) {
-            std::unique_lock lock(me.sleep_mutex);
-            if (!deadline.count())
-                me.woken.wait(lock, settled);
-            else if (!me.woken.wait_until(lock, start + deadline, settled)) {
-                lock.unlock();
-                const std::string what = describe(*op);
-                r.reset();
-                throw deadline_error("gradsync::local_group: " + where(*this) + ": " + what + " did not complete within " +
-                                     std::to_string(std::chrono::duration<double>(deadline).count()) + " s (after " +
-                                     std::to_string(me.waits) + " completed waits of this rank)");
-            }
-        }
+        if (!settled())
+            sleep(r, deadline, settled);
         if (op->state.load(std::memory_order_acquire) == 0) {
+            const bool released = me.released.load(std::memory_order_acquire);
             r.reset();
-            throw aborted_error("gradsync::local_group: " + where(*this) + " released because another rank failed");
+            throw aborted_error("gradsync::local_group: " + where(*this) +
+                                (released ? " was released" : " released because another rank failed"));
         }
         ++me.waits;
         r.op_ = nullptr;
@@ -182,12 +186,66 @@ public:
 private:
     detail::local_rank_state& self() noexcept { return *group_->ranks_[std::size_t(rank_)]; }
 
+    // Sleeps until settled, the deadline, or, for a receive, a foreign message from its peer
+    // (looked for once every probe_every).
+    template <class Settled>
+    void sleep(request& r, std::chrono::nanoseconds deadline, Settled& settled)
+    {
+        using clock = std::chrono::steady_clock;
+        constexpr auto probe_every = std::chrono::milliseconds(1);
+        detail::local_op* op = r.op_;
+        detail::local_rank_state& me = self();
+        const clock::time_point start = clock::now();
+        std::unique_lock lock(me.sleep_mutex);
+        for (;;) {
+            clock::time_point next = clock::now() + probe_every;
+            if (deadline.count())
+                next = std::min(next, start + deadline);
+            if (me.woken.wait_until(lock, next, settled))
+                return;
+            lock.unlock();
+            if (!op->is_send)
+                if (const int found = foreign_tag(*op); found >= 0) {
+                    const std::string what = describe(*op);
+                    const int peer = op->peer, tag = op->tag;
+                    r.reset();
+                    throw foreign_message_error("gradsync::local_group: " + where(*this) + ": waiting for " + what +
+                                                    ", rank " + std::to_string(peer) + "'s next message has tag " +
+                                                    std::to_string(found),
+                                                peer, tag, found);
+                }
+            if (deadline.count() && clock::now() - start >= deadline) {
+                const std::string what = describe(*op);
+                r.reset();
+                throw deadline_error("gradsync::local_group: " + where(*this) + ": " + what + " did not complete within " +
+                                     std::to_string(std::chrono::duration<double>(deadline).count()) + " s (after " +
+                                     std::to_string(me.waits) + " completed waits of this rank)");
+            }
+            lock.lock();
+        }
+    }
+
+    // The tag of the peer's oldest unmatched send to this rank if another reducer or call
+    // stamped it (tags.hpp), else -1.
+    int foreign_tag(const detail::local_op& recv)
+    {
+        detail::local_rank_state& me = self();
+        std::lock_guard lock(me.mutex);
+        for (const detail::local_op* o = me.sends.head; o; o = o->next)
+            if (o->owner == recv.peer)
+                return tags::foreign(o->tag, recv.tag) ? o->tag : -1;
+        return -1;
+    }
+
     detail::local_op* post(bool is_send, int peer, int tag, const std::byte* src, std::byte* dst, std::size_t n)
     {
         if (peer < 0 || peer >= size())
             throw usage_error("gradsync::local_communicator: " + where(*this) + ": peer " + std::to_string(peer) +
                               " is out of range");
         detail::local_rank_state& me = self();
+        if (me.released.load(std::memory_order_acquire))
+            throw aborted_error("gradsync::local_communicator: " + where(*this) + ": " +
+                                (is_send ? "isend" : "irecv") + " refused: this rank was released");
         detail::local_op* op;
         if (me.free_ops.empty()) {
             op = &me.pool.emplace_back();
@@ -343,6 +401,7 @@ inline void local_group::run(const std::function<void(local_communicator&)>& f)
         r->sends = {};
         r->recvs = {};
         r->waits = 0;
+        r->released.store(false);
     }
     aborted_.store(false);
     if (first)

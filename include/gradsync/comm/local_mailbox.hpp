@@ -69,6 +69,7 @@ struct local_rank_state {
     std::deque<local_op> pool; // stable addresses; touched only by the owning thread
     std::vector<local_op*> free_ops;
     std::size_t waits = 0; // completed waits in the current run(), for deadline messages
+    std::atomic<bool> released{false}; // local_communicator::release()
 
     void wake() noexcept
     {

@@ -10,16 +10,30 @@
 //
 // eager_limit(): messages above it cost a rendezvous handshake. The default, 4000 bytes,
 // keeps payload plus Open MPI's shared-memory header within its 4 KiB eager fragment.
+//
+// Waits (comm/polling.hpp): with mpi_options::deadline, a wait longer than it throws
+// deadline_error naming the rank, the peer, the size and the tag; a receive whose peer's next
+// message carries another reducer's or call's stamp throws foreign_message_error; release()
+// ends every wait with aborted_error. A request that is dropped, or whose wait failed, is
+// cancelled if it is a receive (so nothing lands in its buffer later) and freed if it is a
+// send. After any of these the communicator is out of step with its peers: the usual next
+// step is MPI_Abort (docs/semantics.md, "Deadlines").
+//
+// MPI_Finalize may come first: once MPI is finalized the destructor and the requests' leave
+// MPI alone.
 #pragma once
 
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <span>
 #include <string>
 #include <utility>
 
+#include <gradsync/comm/polling.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 
@@ -49,23 +63,99 @@ inline int mpi_ranks_per_node(MPI_Comm comm, const char* who)
     return agreed[0];
 }
 
+struct mpi_options {
+    // Largest message sent without a rendezvous handshake (see above).
+    std::size_t eager_limit = 4000;
+    // Longest time one wait() may block; zero waits for ever.
+    std::chrono::nanoseconds deadline{0};
+};
+
+namespace detail {
+
+inline bool mpi_finalized() noexcept
+{
+    int done = 0;
+    MPI_Finalized(&done);
+    return done != 0;
+}
+
+} // namespace detail
+
 class mpi_communicator {
 public:
-    struct request {
+    class request {
+    public:
+        request() = default;
+        request(request&& o) noexcept { take(o); }
+        request& operator=(request&& o) noexcept
+        {
+            if (this != &o) {
+                abandon();
+                take(o);
+            }
+            return *this;
+        }
+        ~request() { abandon(); }
+
+    private:
+        friend class mpi_communicator;
+
+        bool receive() const noexcept { return expected[0] >= 0; }
+
+        void take(request& o) noexcept
+        {
+            for (int i = 0; i < 2; ++i) {
+                part[i] = std::exchange(o.part[i], MPI_REQUEST_NULL);
+                type[i] = o.type[i];
+                expected[i] = o.expected[i];
+            }
+            peer = o.peer;
+            tag = o.tag;
+            bytes = o.bytes;
+        }
+
+        // A receive is cancelled, so that its buffer is never written once dropped; a send,
+        // which only reads, is left to MPI.
+        void abandon() noexcept
+        {
+            if (part[0] == MPI_REQUEST_NULL && part[1] == MPI_REQUEST_NULL)
+                return;
+            if (detail::mpi_finalized())
+                return;
+            for (MPI_Request& p : part) {
+                if (p == MPI_REQUEST_NULL)
+                    continue;
+                if (receive()) {
+                    MPI_Cancel(&p);
+                    MPI_Wait(&p, MPI_STATUS_IGNORE);
+                } else {
+                    MPI_Request_free(&p);
+                }
+            }
+        }
+
         MPI_Request part[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
         MPI_Datatype type[2] = {MPI_BYTE, MPI_BYTE};
-        int expected[2] = {-1, -1}; // receives: the count that must arrive
+        int expected[2] = {-1, -1}; // receives: the count that must arrive; -1 for sends
         int peer = 0;
+        int tag = 0;
+        std::size_t bytes = 0;
     };
 
-    static constexpr std::size_t default_eager_limit = 4000;
+    static constexpr std::size_t default_eager_limit = mpi_options{}.eager_limit;
 
-    explicit mpi_communicator(MPI_Comm comm, std::size_t eager = default_eager_limit) : comm_(comm), eager_(eager)
+    explicit mpi_communicator(MPI_Comm comm, mpi_options options = {}) : comm_(comm), options_(options)
     {
+        if (options_.deadline.count() < 0)
+            throw usage_error("gradsync::mpi_communicator: the deadline must not be negative");
         check(MPI_Comm_get_errhandler(comm_, &previous_), "MPI_Comm_get_errhandler");
         check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
         check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
         check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+        int* upper = nullptr;
+        int found = 0;
+        check(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &upper, &found), "MPI_Comm_get_attr(MPI_TAG_UB)");
+        tag_limit_ = found && upper ? *upper : 32767;
         check(MPI_Type_contiguous(1 << 30, MPI_BYTE, &gib_), "MPI_Type_contiguous");
         check(MPI_Type_commit(&gib_), "MPI_Type_commit");
     }
@@ -75,6 +165,8 @@ public:
 
     ~mpi_communicator()
     {
+        if (detail::mpi_finalized())
+            return; // MPI freed everything; calling it now would abort the job
         MPI_Type_free(&gib_);
         MPI_Comm_set_errhandler(comm_, previous_);
         MPI_Errhandler_free(&previous_);
@@ -83,7 +175,9 @@ public:
     int rank() const noexcept { return rank_; }
     int size() const noexcept { return size_; }
     MPI_Comm native() const noexcept { return comm_; }
-    std::size_t eager_limit() const noexcept { return eager_; }
+    std::size_t eager_limit() const noexcept { return options_.eager_limit; }
+    int tag_limit() const noexcept { return tag_limit_; }
+    const mpi_options& options() const noexcept { return options_; }
 
     // Ranks per node (hierarchical{.ranks_per_node = 0}); collective. See mpi_ranks_per_node.
     int ranks_per_node() const { return mpi_ranks_per_node(comm_, "gradsync::mpi_communicator"); }
@@ -100,6 +194,9 @@ public:
                               ", but a communication thread needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE: "
                               "initialise with MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
     }
+
+    // Ends every wait, now and later, with aborted_error (communicator.hpp); any thread.
+    void release() noexcept { released_.store(true, std::memory_order_relaxed); }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {
@@ -124,7 +221,18 @@ public:
             if (r.part[i] == MPI_REQUEST_NULL)
                 continue;
             MPI_Status status;
-            check(MPI_Wait(&r.part[i], &status), "MPI_Wait");
+            int rc = MPI_SUCCESS;
+            detail::poll_until_done(
+                [&] {
+                    int done = 0;
+                    rc = MPI_Test(&r.part[i], &done, &status);
+                    return done || rc != MPI_SUCCESS;
+                },
+                [&] { return r.receive() ? foreign_tag(r) : -1; }, {options_.deadline, &released_},
+                [&](detail::wait_end end, int found, std::chrono::nanoseconds waited) {
+                    fail(r, end, found, waited);
+                });
+            check(rc, "MPI_Test");
             if (r.expected[i] < 0)
                 continue;
             int got = 0;
@@ -152,7 +260,12 @@ private:
         if (peer < 0 || peer >= size_)
             throw usage_error("gradsync::mpi_communicator (" + where(*this) + "): " + what + " to peer " +
                               std::to_string(peer) + ", which is out of range");
+        if (released_.load(std::memory_order_relaxed))
+            throw aborted_error("gradsync::mpi_communicator (" + where(*this) + "): " + what +
+                                " refused: the communicator was released");
         r.peer = peer;
+        r.tag = tag;
+        r.bytes = n;
         if (n <= std::size_t(INT_MAX)) {
             r.expected[0] = int(n);
             check(start(p, int(n), MPI_BYTE, peer, tag, comm_, &r.part[0]), what);
@@ -168,6 +281,26 @@ private:
         }
     }
 
+    // The tag of the peer's next unmatched message if another reducer or call stamped it.
+    int foreign_tag(const request& r) const
+    {
+        int flag = 0;
+        MPI_Status status;
+        if (MPI_Iprobe(r.peer, MPI_ANY_TAG, comm_, &flag, &status) != MPI_SUCCESS || !flag)
+            return -1;
+        return tags::foreign(status.MPI_TAG, r.tag) ? status.MPI_TAG : -1;
+    }
+
+    [[noreturn]] void fail(request& r, detail::wait_end end, int found, std::chrono::nanoseconds waited)
+    {
+        const bool receive = r.receive();
+        const int peer = r.peer, tag = r.tag;
+        const std::size_t bytes = r.bytes;
+        r.abandon();
+        detail::throw_wait_end("gradsync::mpi_communicator (" + where(*this) + "): ", receive, bytes, peer, tag, end, found,
+                               waited, options_.deadline);
+    }
+
     void check(int rc, const char* what) const
     {
         if (rc == MPI_SUCCESS)
@@ -180,10 +313,11 @@ private:
     }
 
     MPI_Comm comm_;
-    std::size_t eager_;
-    int rank_ = -1, size_ = 0;
+    mpi_options options_;
+    int rank_ = -1, size_ = 0, tag_limit_ = 32767;
     MPI_Errhandler previous_ = MPI_ERRHANDLER_NULL;
     MPI_Datatype gib_ = MPI_DATATYPE_NULL;
+    std::atomic<bool> released_{false};
 };
 
 } // namespace gradsync

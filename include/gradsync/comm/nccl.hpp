@@ -10,7 +10,9 @@
 // unit, so the exchanges of the device plans (all of a step's messages posted, then waited)
 // and of the agreement check cannot deadlock. A request is that group's CUDA event; wait()
 // polls it and ncclCommGetAsyncError, so a failed peer ends in a communication_error instead
-// of a hang (abort the NCCL communicator afterwards: its kernels may still be stuck).
+// of a hang (abort the NCCL communicator afterwards: its kernels may still be stuck). With
+// nccl_options::deadline, a wait longer than it throws deadline_error, and release() ends
+// every wait in aborted_error; then too, ncclCommAbort the NCCL communicator.
 // Device (and managed) memory is sent directly; host memory (the agreement check's small
 // messages) goes through a stream-ordered device copy. ncclAllReduce itself is the
 // nccl_passthrough algorithm (device/nccl_passthrough.hpp).
@@ -26,6 +28,8 @@
 // be the communicator's.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -76,6 +80,11 @@ struct nccl_batch {
 
 } // namespace detail
 
+struct nccl_options {
+    // Longest time one wait() may block; zero waits for ever.
+    std::chrono::nanoseconds deadline{0};
+};
+
 class nccl_communicator {
 public:
     static constexpr bool runs_host_algorithms = false;
@@ -91,8 +100,11 @@ public:
     };
 
     // Wraps comm (not owned) and queues every operation on stream (not owned).
-    nccl_communicator(ncclComm_t comm, cudaStream_t stream) : comm_(comm), stream_(stream)
+    nccl_communicator(ncclComm_t comm, cudaStream_t stream, nccl_options options = {})
+        : comm_(comm), stream_(stream), options_(options)
     {
+        if (options_.deadline.count() < 0)
+            throw usage_error("gradsync::nccl_communicator: the deadline must not be negative");
         check(ncclCommUserRank(comm, &rank_), "ncclCommUserRank");
         check(ncclCommCount(comm, &size_), "ncclCommCount");
     }
@@ -109,6 +121,8 @@ public:
     bool device_memory() const noexcept { return true; }
     ncclComm_t get() const noexcept { return comm_; }
     cudaStream_t stream() const noexcept { return stream_; }
+    // Ends every wait, now and later, with aborted_error (communicator.hpp); any thread.
+    void release() noexcept { released_.store(true, std::memory_order_relaxed); }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {
@@ -210,6 +224,7 @@ private:
 
     void poll(cudaEvent_t done) const
     {
+        const auto start = std::chrono::steady_clock::now();
         for (;;) {
             const cudaError_t e = cudaEventQuery(done);
             if (e == cudaSuccess)
@@ -221,12 +236,20 @@ private:
             if (async != ncclSuccess && async != ncclInProgress)
                 throw communication_error(who() + "NCCL failed: " + ncclGetErrorString(async) +
                                           " (abort the NCCL communicator)");
+            if (released_.load(std::memory_order_relaxed))
+                throw aborted_error(who() + "a wait was released (abort the NCCL communicator)");
+            if (options_.deadline.count() && std::chrono::steady_clock::now() - start >= options_.deadline)
+                throw deadline_error(who() + "a wait did not complete within the deadline of " +
+                                     std::to_string(std::chrono::duration<double>(options_.deadline).count()) +
+                                     " s (abort the NCCL communicator)");
             std::this_thread::yield();
         }
     }
 
     ncclComm_t comm_;
     cudaStream_t stream_;
+    nccl_options options_;
+    std::atomic<bool> released_{false};
     int rank_ = 0;
     int size_ = 0;
     std::shared_ptr<detail::nccl_batch> open_;

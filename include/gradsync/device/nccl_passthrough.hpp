@@ -69,7 +69,7 @@ public:
     std::size_t count() const noexcept { return count_; }
     std::size_t scratch_bytes() const noexcept { return 0; }
 
-    void run(C& comm, device_span<T, Space> data)
+    void run(C& comm, device_span<T, Space> data, int) // NCCL has no tags
     {
         data.space().synchronize();
         if (count_) {

@@ -98,12 +98,12 @@ public:
         const plan_options<Algorithm> plan = options.reducer.for_plan(algorithm);
         if constexpr (has_direct) {
             if (path_ == device_path::direct) {
-                direct_.emplace(comm, count, layout, plan, "gradsync::device_reducer");
+                direct_.emplace(comm, count, layout, plan, options.reducer.tag, "gradsync::device_reducer");
                 return;
             }
         }
         if constexpr (has_staged) {
-            staged_.emplace(comm, count, layout, plan, "gradsync::device_reducer");
+            staged_.emplace(comm, count, layout, plan, options.reducer.tag, "gradsync::device_reducer");
             host_.emplace(count);
         }
     }

@@ -23,8 +23,8 @@
 //
 // Construction is collective: every rank must pass the same element type, policy,
 // algorithm, layer sizes, plan and options. It validates the plan (usage_error naming the
-// problem), checks that the ranks agree (mismatch_error on every rank otherwise; the
-// fingerprint covers the layer sizes and the plan), builds one reducer per group (Adasum
+// problem), checks that the ranks agree (mismatch_error on every rank otherwise, naming the
+// first layer or group that differs), builds one reducer per group (Adasum
 // stays per layer: a group's reducer gets the group's layer sizes) and starts one
 // communication thread, joined by the destructor.
 //
@@ -51,9 +51,13 @@
 // Deadline: with synchronizer_options::deadline, a wait() that is still waiting after that
 // long (a peer that never joins a group's allreduce) throws deadline_error naming the rank,
 // the iteration and the group, and the synchronizer is refused from then on. The
-// communication thread may still be blocked inside that allreduce: the destructor joins it,
-// so it returns only once the communicator gives up (local_group with its own deadline) or
-// the job is aborted (MPI_Abort on the deadline_error).
+// communication thread may still be blocked inside that allreduce. The destructor then, or
+// when the groups it finishes take longer than the deadline, releases the communicator
+// (its release(), communicator.hpp: every transport of gradsync has one), so that the
+// thread's wait ends in aborted_error and the thread is joined; the communicator is out of
+// step from then on (abort the job, e.g. MPI_Abort). Without a deadline, or over a
+// communicator without release(), the destructor waits for the thread, which ends when the
+// communicator's own deadline does.
 #pragma once
 
 #include <algorithm>
@@ -133,11 +137,19 @@ public:
 
     ~synchronizer()
     {
-        {
-            std::lock_guard lock(mutex_);
-            stop_ = true;
-        }
+        std::unique_lock lock(mutex_);
+        stop_ = true;
         work_.notify_one();
+        const auto idle = [&] { return done_groups_ == ready_groups_; };
+        bool stuck = false;
+        if (timed_out_)
+            stuck = !idle();
+        else if (deadline_.count())
+            stuck = !done_.wait_for(lock, deadline_, idle);
+        lock.unlock();
+        if constexpr (releasable<C>)
+            if (stuck)
+                comm_->release();
         thread_.join();
     }
 
@@ -192,6 +204,7 @@ public:
                 std::to_string(group.back()) + ") did not finish its allreduce within " +
                 std::to_string(std::chrono::duration<double>(deadline_).count()) + " s";
             broken_ = true;
+            timed_out_ = true;
             throw deadline_error("gradsync::synchronizer (" + where(*comm_) + "): " + failure_);
         }
         ++iteration_;
@@ -237,23 +250,61 @@ private:
     // takes part, so that every rank throws instead of some waiting for it.
     void agree(const synchronizer_options& options, const Algorithm& algorithm, bool valid)
     {
-        std::vector<std::size_t> described(sizes_);
+        std::vector<std::size_t> described{sizes_.size()};
+        described.insert(described.end(), sizes_.begin(), sizes_.end());
         described.push_back(valid ? 1 : 0);
         for (const std::vector<std::size_t>& group : plan_) {
-            described.push_back(std::numeric_limits<std::size_t>::max());
+            described.push_back(group_mark);
             described.insert(described.end(), group.begin(), group.end());
         }
         const layer_layout layout(0, sizes_);
         signature s = call_signature<T, Policy>(*comm_, layout.total(), layout,
-                                                reducer_options{options.tag, options.pipeline}.for_plan(algorithm));
+                                                reducer_options{options.tag, options.pipeline}.for_plan(algorithm),
+                                                options.tag);
         s.value[signature::layers] = sizes_.size();
         s.value[signature::layout_fingerprint] = layer_layout(0, described).fingerprint();
+        s.detail_length = described.size();
         try {
-            verify_agreement(*comm_, s, "gradsync::synchronizer (layer sizes and plan)");
+            verify_agreement(*comm_, s, "gradsync::synchronizer", described, plan_difference);
         } catch (const mismatch_error&) {
             if (valid)
                 throw;
         }
+    }
+
+    static constexpr std::size_t group_mark = std::numeric_limits<std::size_t>::max();
+
+    // What differs between two ranks' described layer sizes and plans (agree()): the first
+    // layer, else the first group.
+    static std::string plan_difference(std::span<const std::size_t> first, std::span<const std::size_t> other,
+                                       int other_rank)
+    {
+        const std::size_t layers = first[0]; // equal on every rank: compared before
+        if (!std::equal(first.begin(), first.begin() + std::ptrdiff_t(layers + 1), other.begin()))
+            return detail::layer_size_difference(first.subspan(1, layers), other.subspan(1, layers), other_rank);
+        const auto groups = [&](std::span<const std::size_t> d) {
+            std::vector<std::span<const std::size_t>> g;
+            for (std::size_t i = layers + 2; i < d.size(); ++i) {
+                const std::size_t end = std::size_t(std::find(d.begin() + std::ptrdiff_t(i + 1), d.end(), group_mark) - d.begin());
+                g.push_back(d.subspan(i + 1, end - i - 1));
+                i = end - 1;
+            }
+            return g;
+        };
+        const auto mine = groups(first), theirs = groups(other);
+        const auto named = [](std::span<const std::size_t> g) {
+            if (g.empty())
+                return std::string("empty");
+            return g.size() == 1 ? "layer " + std::to_string(g.front())
+                                 : "layers " + std::to_string(g.front()) + ".." + std::to_string(g.back());
+        };
+        const std::string rank = "rank " + std::to_string(other_rank);
+        for (std::size_t g = 0; g < std::min(mine.size(), theirs.size()); ++g)
+            if (!std::equal(mine[g].begin(), mine[g].end(), theirs[g].begin(), theirs[g].end()))
+                return "the plan: group " + std::to_string(g) + " is " + named(mine[g]) + " on rank 0 and " +
+                    named(theirs[g]) + " on " + rank;
+        return "the plan: rank 0's has " + std::to_string(mine.size()) + " groups, " + rank + "'s " +
+            std::to_string(theirs.size());
     }
 
     void communicate()
@@ -281,8 +332,8 @@ private:
                 error_ = failed;
                 failure_ = describe(failed);
             }
-            if (++done_groups_ == plan_.size())
-                done_.notify_one();
+            ++done_groups_;
+            done_.notify_all(); // wait() waits for the last group, the destructor for the thread to be idle
         }
     }
 
@@ -360,6 +411,7 @@ private:
     std::size_t done_groups_ = 0;         // groups reduced or skipped
     bool stop_ = false;
     bool broken_ = false;
+    bool timed_out_ = false; // wait() ran past the deadline; the thread may be stuck
     std::exception_ptr error_;
     std::string failure_;
     std::thread thread_;
