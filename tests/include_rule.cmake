@@ -13,7 +13,7 @@
 #   6 the table         plan_table.hpp
 #   7 front doors       verify.hpp allreduce.hpp device/reducer.hpp
 #   8 runtime           runtime/*.hpp
-#   9 umbrellas         gradsync.hpp device.hpp planner.hpp
+#   9 umbrellas         gradsync.hpp device.hpp planner.hpp, and torch.hpp (libtorch)
 #
 # planner/*.hpp is a pillar beside the layers: it includes layer 0 and planner/ only, and only
 # the runtime and the umbrellas (layer 8 and up) include it. planner/calibration.hpp measures
@@ -58,7 +58,7 @@ function(layer_of rel out_layer out_kind)
     set(layer 7)
   elseif(rel MATCHES "^runtime/[^/]+\\.hpp$")
     set(layer 8)
-  elseif(rel MATCHES "^(gradsync|device|planner)\\.hpp$")
+  elseif(rel MATCHES "^(gradsync|device|planner|torch)\\.hpp$")
     set(layer 9)
   elseif(rel MATCHES "^planner/calibration\\.hpp$")
     set(layer 7)

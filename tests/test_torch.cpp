@@ -1,0 +1,326 @@
+// gradsync::data_parallel (<gradsync/torch.hpp>) over local_group threads, one LeNet-5 per
+// rank, against references computed without it: each rank's own backward (autograd on its
+// own, no hooks), then every group of the plan in effect reduced by a plain reducer of the
+// group's layer sizes. Bit for bit for sum, average and Adasum on 1..8 ranks, while measuring
+// (one group per layer) and after planning; every hook fires once per backward; replicas stay
+// identical through SGD steps; modules that differ are refused on every rank, naming the
+// first parameter that differs.
+//
+// One intra-op thread: each rank is a thread, and torch's pool would otherwise be shared and
+// reorder nothing but the time. Rank code only records; CHECKs run on the main thread.
+// libtorch first: it brings glog, whose CHECK macro Catch's must replace, not the other way.
+#include <gradsync/torch.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <gradsync/gradsync.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "outcome.hpp"
+
+namespace {
+
+using gradsync::local_communicator;
+using gradsync::local_group;
+using Catch::Matchers::Contains;
+using gradsync_test::kind;
+using gradsync_test::kind_name;
+using gradsync_test::outcome;
+
+// LeNet-5 for 28x28 images, as in Horovod's PyTorch MNIST example's shape.
+struct lenet_impl : torch::nn::Module {
+    explicit lenet_impl(int fc1_out = 120)
+        : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 6, 5).padding(2)))),
+          conv2(register_module("conv2", torch::nn::Conv2d(6, 16, 5))),
+          fc1(register_module("fc1", torch::nn::Linear(16 * 5 * 5, fc1_out))),
+          fc2(register_module("fc2", torch::nn::Linear(fc1_out, 84))),
+          fc3(register_module("fc3", torch::nn::Linear(84, 10)))
+    {
+    }
+
+    torch::Tensor forward(torch::Tensor x)
+    {
+        x = torch::max_pool2d(torch::relu(conv1->forward(x)), 2);
+        x = torch::max_pool2d(torch::relu(conv2->forward(x)), 2);
+        x = torch::relu(fc1->forward(x.flatten(1)));
+        x = torch::relu(fc2->forward(x));
+        return torch::log_softmax(fc3->forward(x), 1);
+    }
+
+    torch::nn::Conv2d conv1, conv2;
+    torch::nn::Linear fc1, fc2, fc3;
+};
+TORCH_MODULE_IMPL(lenet, lenet_impl);
+
+struct batch {
+    torch::Tensor x, y;
+};
+
+// Inputs per [step][rank], made on the main thread from one seed.
+std::vector<std::vector<batch>> batches(int steps, int n)
+{
+    torch::manual_seed(7);
+    std::vector<std::vector<batch>> b(static_cast<std::size_t>(steps));
+    for (auto& step : b)
+        for (int r = 0; r < n; ++r)
+            step.push_back({torch::randn({4, 1, 28, 28}), torch::randint(0, 10, {4})});
+    return b;
+}
+
+// n replicas with equal parameters.
+std::vector<lenet> replicas(int n)
+{
+    torch::manual_seed(1);
+    std::vector<lenet> m{lenet()};
+    for (int r = 1; r < n; ++r) {
+        lenet copy;
+        torch::NoGradGuard no_grad;
+        for (std::size_t i = 0; i < copy->parameters().size(); ++i)
+            copy->parameters()[i].copy_(m[0]->parameters()[i]);
+        m.push_back(copy);
+    }
+    return m;
+}
+
+std::vector<float> flat_of(const std::vector<torch::Tensor>& tensors)
+{
+    std::vector<float> v;
+    for (const torch::Tensor& t : tensors) {
+        const torch::Tensor c = t.contiguous();
+        v.insert(v.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+    }
+    return v;
+}
+
+std::vector<float> gradients_of(lenet& m)
+{
+    std::vector<torch::Tensor> g;
+    for (const torch::Tensor& p : m->parameters())
+        g.push_back(p.grad());
+    return flat_of(g);
+}
+
+void backward(lenet& m, const batch& b) { torch::nll_loss(m->forward(b.x), b.y).backward(); }
+
+// Each rank's gradients reduced group by group, as the synchronizer does with the plan.
+template <class Policy>
+std::vector<std::vector<float>> reduce_by_group(std::vector<std::vector<float>> local,
+                                                const std::vector<std::size_t>& sizes,
+                                                const gradsync::planner::plan& plan)
+{
+    const int n = int(local.size());
+    std::vector<std::size_t> offset{0};
+    for (std::size_t s : sizes)
+        offset.push_back(offset.back() + s);
+    local_group group(n);
+    group.run([&](local_communicator& comm) {
+        std::vector<float>& mine = local[std::size_t(comm.rank())];
+        for (const std::vector<std::size_t>& g : plan) {
+            const std::span<const std::size_t> layers = std::span(sizes).subspan(g.front(), g.size());
+            gradsync::reducer<float, local_communicator, Policy> r(comm, layers);
+            r(std::span<float>(mine).subspan(offset[g.front()], offset[g.back() + 1] - offset[g.front()]));
+        }
+    });
+    return local;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b)
+{
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct recorded {
+    std::vector<std::vector<std::vector<float>>> reduced; // [step][rank]
+    std::vector<gradsync::planner::plan> plans;           // the plan each step ran
+    std::vector<std::vector<std::uint64_t>> hooks;        // [rank] hook calls at the end
+    std::vector<std::size_t> sizes;
+};
+
+template <class Policy>
+recorded run_data_parallel(int n, int steps, gradsync::data_parallel_options options)
+{
+    recorded rec;
+    rec.reduced.assign(std::size_t(steps), std::vector<std::vector<float>>(std::size_t(n)));
+    rec.plans.resize(std::size_t(steps));
+    rec.hooks.resize(std::size_t(n));
+    std::vector<lenet> models = replicas(n);
+    const auto inputs = batches(steps, n);
+    local_group group(n);
+    group.run([&](local_communicator& comm) {
+        const std::size_t r = std::size_t(comm.rank());
+        gradsync::data_parallel<float, local_communicator, Policy> dp(comm, *models[r], options);
+        for (int s = 0; s < steps; ++s) {
+            dp.zero_grad();
+            if (r == 0)
+                rec.plans[std::size_t(s)] = dp.plan();
+            backward(models[r], inputs[std::size_t(s)][r]);
+            dp.synchronize();
+            rec.reduced[std::size_t(s)][r] = gradients_of(models[r]);
+        }
+        rec.hooks[r].assign(dp.hook_calls().begin(), dp.hook_calls().end());
+        if (r == 0)
+            rec.sizes.assign(dp.layer_sizes().begin(), dp.layer_sizes().end());
+    });
+    return rec;
+}
+
+template <class Policy>
+void check_against_reference(int n, const gradsync::data_parallel_options& options)
+{
+    constexpr int steps = 3;
+    const recorded rec = run_data_parallel<Policy>(n, steps, options);
+    std::vector<lenet> models = replicas(n);
+    const auto inputs = batches(steps, n);
+    for (int s = 0; s < steps; ++s) {
+        std::vector<std::vector<float>> local;
+        for (int r = 0; r < n; ++r) {
+            for (torch::Tensor& p : models[std::size_t(r)]->parameters())
+                p.mutable_grad() = torch::Tensor();
+            backward(models[std::size_t(r)], inputs[std::size_t(s)][std::size_t(r)]);
+            local.push_back(gradients_of(models[std::size_t(r)]));
+        }
+        const auto want = reduce_by_group<Policy>(local, rec.sizes, rec.plans[std::size_t(s)]);
+        for (int r = 0; r < n; ++r) {
+            INFO(Policy::name << ", " << n << " ranks, step " << s << ", rank " << r << ", "
+                              << rec.plans[std::size_t(s)].size() << " groups");
+            CHECK(same_bits(rec.reduced[std::size_t(s)][std::size_t(r)], want[std::size_t(r)]));
+        }
+    }
+    for (const auto& h : rec.hooks)
+        for (std::uint64_t calls : h)
+            CHECK(calls == std::uint64_t(steps));
+}
+
+struct one_thread {
+    one_thread() { torch::set_num_threads(1); }
+};
+const one_thread single_intra_op_thread;
+
+} // namespace
+
+TEST_CASE("reduced gradients equal a per-group allreduce of the same gradients, bit for bit", "[torch]")
+{
+    gradsync::data_parallel_options options;
+    options.measure_iterations = 2; // steps 0 and 1 one group per layer, step 2 planned
+    options.cost = {5e-4, 1e-9};    // a slow link: the plan merges layers
+    for (int n = 1; n <= 8; ++n) {
+        check_against_reference<gradsync::sum>(n, options);
+        check_against_reference<gradsync::average>(n, options);
+        check_against_reference<gradsync::adasum>(n, options);
+    }
+}
+
+TEST_CASE("the first plan merges layers when the link is slow, and a calibrated cost plans too", "[torch]")
+{
+    gradsync::data_parallel_options slow;
+    slow.measure_iterations = 1;
+    slow.cost = {1.0, 0.0}; // one allreduce costs a second: one group
+    const recorded merged = run_data_parallel<gradsync::average>(2, 2, slow);
+    CHECK(merged.plans[0].size() == merged.sizes.size()); // measuring: one group per layer
+    CHECK(merged.plans[1].size() == 1);
+    gradsync::data_parallel_options calibrated;
+    calibrated.measure_iterations = 1;
+    check_against_reference<gradsync::average>(2, calibrated);
+}
+
+TEST_CASE("replicas stay bitwise identical through SGD steps", "[torch]")
+{
+    constexpr int n = 4, steps = 4;
+    for (bool adasum : {false, true}) {
+        std::vector<lenet> models = replicas(n);
+        const auto inputs = batches(steps, n);
+        std::vector<std::vector<float>> params(n);
+        local_group group(n);
+        group.run([&](local_communicator& comm) {
+            const std::size_t r = std::size_t(comm.rank());
+            torch::optim::SGD sgd(models[r]->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+            const auto train = [&](auto& dp) {
+                for (int s = 0; s < steps; ++s) {
+                    dp.zero_grad();
+                    backward(models[r], inputs[std::size_t(s)][r]);
+                    dp.synchronize();
+                    sgd.step();
+                }
+            };
+            if (adasum) {
+                gradsync::data_parallel<float, local_communicator, gradsync::adasum> dp(comm, *models[r]);
+                train(dp);
+            } else {
+                gradsync::data_parallel<float, local_communicator, gradsync::average> dp(comm, *models[r]);
+                train(dp);
+            }
+            params[r] = flat_of(models[r]->parameters());
+        });
+        const std::vector<float> start = flat_of(replicas(1)[0]->parameters());
+        CHECK(!same_bits(params[0], start)); // they trained
+        for (int r = 1; r < n; ++r) {
+            INFO((adasum ? "adasum" : "average") << ", rank " << r);
+            CHECK(same_bits(params[std::size_t(r)], params[0]));
+        }
+    }
+}
+
+TEST_CASE("a second backward before synchronize() is refused by the hooks", "[torch]")
+{
+    std::vector<lenet> models = replicas(1);
+    const auto inputs = batches(2, 1);
+    outcome second;
+    local_group group(1);
+    group.run([&](local_communicator& comm) {
+        gradsync::data_parallel<float, local_communicator> dp(comm, *models[0]);
+        dp.zero_grad();
+        backward(models[0], inputs[0][0]);
+        gradsync_test::record(second, false, [&] { backward(models[0], inputs[1][0]); });
+    });
+    INFO(second.what);
+    CHECK_THAT(second.what, Contains("produced twice before synchronize()"));
+}
+
+TEST_CASE("modules that differ are refused on every rank, naming the first parameter that differs", "[torch]")
+{
+    struct difference {
+        int fc1_out;
+        bool fewer;
+        std::string says;
+    };
+    for (const difference& d :
+         {difference{100, false, "parameter 4 (fc1.weight) is Float [120, 400] on rank 0 and Float [100, 400] on rank 2"},
+          difference{120, true, "rank 0 has 10 parameters that require a gradient, rank 2 has 8"}}) {
+        constexpr int n = 3;
+        std::vector<lenet> models = replicas(n);
+        torch::manual_seed(1);
+        models[2] = lenet(d.fc1_out);
+        if (d.fewer)
+            for (auto& p : models[2]->fc3->parameters())
+                p.set_requires_grad(false);
+        std::vector<outcome> o(n);
+        local_group group(n);
+        group.run([&](local_communicator& comm) {
+            gradsync_test::record(o[std::size_t(comm.rank())], false, [&] {
+                gradsync::data_parallel<float, local_communicator> dp(comm, *models[std::size_t(comm.rank())]);
+            });
+        });
+        for (const outcome& r : o) {
+            INFO(r.what);
+            CHECK(kind_name(r.k) == std::string(kind_name(kind::mismatch)));
+            CHECK_THAT(r.what, Contains(d.says));
+        }
+    }
+    std::vector<outcome> wrong_type(1);
+    local_group one(1);
+    one.run([&](local_communicator& comm) {
+        lenet m;
+        m->to(torch::kDouble);
+        gradsync_test::record(wrong_type[0], false,
+                              [&] { gradsync::data_parallel<float, local_communicator> dp(comm, *m); });
+    });
+    INFO(wrong_type[0].what);
+    CHECK(kind_name(wrong_type[0].k) == std::string(kind_name(kind::usage)));
+    CHECK_THAT(wrong_type[0].what, Contains("parameter 0 (conv1.weight) is of type Double"));
+}
