@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "plan_reference.hpp"
+#include "scratch_dir.hpp"
 
 #ifndef GRADSYNC_PLAN_EXE
 #error "GRADSYNC_PLAN_EXE must name the gradsync-plan binary"
@@ -241,22 +242,9 @@ std::string slurp(const fs::path& file)
 }
 
 // A scratch directory for profiles, the tool's stderr and SVG files, removed afterwards.
-class scratch {
+class scratch : public gradsync_test::scratch_dir {
 public:
-    scratch()
-        : dir_(fs::temp_directory_path() / ("gradsync_plan_tool_" + std::to_string(::getpid())))
-    {
-        fs::create_directories(dir_);
-    }
-    ~scratch()
-    {
-        std::error_code ignored;
-        fs::remove_all(dir_, ignored);
-    }
-    scratch(const scratch&) = delete;
-    scratch& operator=(const scratch&) = delete;
-
-    fs::path file(const std::string& name) const { return dir_ / name; }
+    scratch() : scratch_dir("gradsync_plan_tool_") {}
 
     fs::path write(const std::string& name, const std::string& text) const
     {
@@ -297,8 +285,6 @@ public:
         return r;
     }
 
-private:
-    fs::path dir_;
 };
 
 // ---- random profiles ----
