@@ -20,6 +20,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <latch>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -564,7 +565,10 @@ TEST_CASE("with a deadline, wait() on a group a peer never completes is a deadli
     std::vector<outcome> waited(static_cast<std::size_t>(n));
     // The group has no deadline: the synchronizers' destructors release the communication
     // threads still waiting for rank 2 (see the header's "Deadline"). Theirs is long enough
-    // for groups 0..2 to finish first on a loaded machine.
+    // for groups 0..2 to finish first on a loaded machine. The waiting ranks leave together,
+    // once each has its own deadline_error: the first to leave aborts the group, which would
+    // otherwise end the other's allreduce in aborted_error before its deadline.
+    std::latch both_waited(n - 1);
     local_group group(n);
     const auto start = clock_type::now();
     const std::string escaped = run_ranks(group, [&](local_communicator& comm) {
@@ -579,6 +583,7 @@ TEST_CASE("with a deadline, wait() on a group a peer never completes is a deadli
         }
         backward(sync, g);
         gradsync_test::record(waited[r], false, [&] { sync.wait(); });
+        both_waited.arrive_and_wait();
         if (waited[r].k != kind::ok)
             throw gradsync::communication_error(waited[r].what); // releases the blocked communication threads
     });
