@@ -14,21 +14,21 @@
 #include <gradsync/error.hpp>
 #include <gradsync/planner.hpp>
 
-#include <algorithm>
-#include <cmath>
+#include "line_chart.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 namespace {
 
 namespace gp = gradsync::planner;
+namespace gx = gradsync_examples;
 namespace fs = std::filesystem;
 
 // The paper's measured ring start-up a = 2(N−1)α at N = 2, 4, 8 on its 10 GbE cluster;
@@ -102,87 +102,20 @@ double backward_total(const gp::profile& p)
     return sum;
 }
 
-std::string xml_escaped(const std::string& s)
-{
-    std::string out;
-    for (char c : s) {
-        if (c == '&')
-            out += "&amp;";
-        else if (c == '<')
-            out += "&lt;";
-        else if (c == '>')
-            out += "&gt;";
-        else
-            out += c;
-    }
-    return out;
-}
-
-struct line {
-    std::string name;
-    const char* color;
-    std::vector<double> y; // one per node count
-    bool dashed = false;
-};
-
 // Speedup against N on log-log axes (powers of two), so that the linear ideal is a straight
-// line and small speedups stay readable; one polyline per planner and the ideal.
-void write_speedup_chart(const fs::path& file, const std::string& title, const std::vector<line>& lines)
+// line and small speedups stay readable; one polyline per planner and the ideal. The axis
+// always shows speedup 1, one node's.
+void write_speedup_chart(const fs::path& file, const std::string& title, const std::vector<gx::chart_series>& lines)
 {
-    const double width = 760, height = 460, left = 70, right = width - 190, top = 50, bottom = height - 60;
-    double y_min = 1, y_max = 1;
-    for (const line& l : lines)
-        for (double y : l.y) {
-            y_min = std::min(y_min, y);
-            y_max = std::max(y_max, y);
-        }
-    const double ly0 = std::floor(std::log2(y_min)), ly1 = std::ceil(std::log2(y_max));
-    const double lx0 = std::log2(node_counts.front()), lx1 = std::log2(node_counts.back());
-    auto px = [&](int n) { return left + (std::log2(n) - lx0) / (lx1 - lx0) * (right - left); };
-    auto py = [&](double y) { return bottom - (std::log2(y) - ly0) / (ly1 - ly0) * (bottom - top); };
-
-    std::ostringstream svg;
-    svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-        << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-        << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-        << "<text x=\"" << width / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" << xml_escaped(title)
-        << "</text>\n";
-    for (double e = ly0; e <= ly1; ++e) {
-        const double y = std::exp2(e);
-        svg << "<line x1=\"" << left << "\" x2=\"" << right << "\" y1=\"" << py(y) << "\" y2=\"" << py(y)
-            << "\" stroke=\"#ddd\"/>\n"
-            << "<text x=\"" << left - 8 << "\" y=\"" << py(y) + 4 << "\" text-anchor=\"end\">" << y << "</text>\n";
-    }
-    for (int n : node_counts)
-        svg << "<line x1=\"" << px(n) << "\" x2=\"" << px(n) << "\" y1=\"" << bottom << "\" y2=\"" << bottom + 5
-            << "\" stroke=\"black\"/>\n"
-            << "<text x=\"" << px(n) << "\" y=\"" << bottom + 20 << "\" text-anchor=\"middle\">" << n << "</text>\n";
-    svg << "<line x1=\"" << left << "\" x2=\"" << right << "\" y1=\"" << bottom << "\" y2=\"" << bottom
-        << "\" stroke=\"black\"/>\n"
-        << "<line x1=\"" << left << "\" x2=\"" << left << "\" y1=\"" << top << "\" y2=\"" << bottom
-        << "\" stroke=\"black\"/>\n"
-        << "<text x=\"" << (left + right) / 2 << "\" y=\"" << height - 18
-        << "\" text-anchor=\"middle\">nodes N</text>\n"
-        << "<text transform=\"translate(20," << (top + bottom) / 2
-        << ") rotate(-90)\" text-anchor=\"middle\">speedup over one node (log scale)</text>\n";
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-        const line& l = lines[i];
-        const char* dash = l.dashed ? " stroke-dasharray=\"6 4\"" : "";
-        svg << "<polyline fill=\"none\" stroke=\"" << l.color << "\" stroke-width=\"2\"" << dash << " points=\"";
-        for (std::size_t k = 0; k < node_counts.size(); ++k)
-            svg << (k ? " " : "") << px(node_counts[k]) << "," << py(l.y[k]);
-        svg << "\"/>\n";
-        for (std::size_t k = 0; k < node_counts.size(); ++k)
-            svg << "<circle cx=\"" << px(node_counts[k]) << "\" cy=\"" << py(l.y[k]) << "\" r=\"3\" fill=\"" << l.color
-                << "\"/>\n";
-        const double ly = top + 10 + 22 * double(i);
-        svg << "<line x1=\"" << right + 20 << "\" x2=\"" << right + 50 << "\" y1=\"" << ly << "\" y2=\"" << ly
-            << "\" stroke=\"" << l.color << "\" stroke-width=\"2\"" << dash << "/>\n"
-            << "<text x=\"" << right + 56 << "\" y=\"" << ly + 4 << "\">" << xml_escaped(l.name) << "</text>\n";
-    }
-    svg << "</svg>\n";
+    const gx::line_chart chart{.title = title,
+                               .x_label = "nodes N",
+                               .y_label = "speedup over one node (log scale)",
+                               .x = {node_counts.begin(), node_counts.end()},
+                               .y_scale = gx::axis_scale::log2,
+                               .y_include = {1},
+                               .series = lines};
     std::ofstream out(file, std::ios::binary);
-    out << svg.str();
+    gx::write_line_chart_svg(out, chart);
     if (!out)
         throw gradsync::usage_error("plan_study: cannot write " + file.string());
 }
@@ -226,10 +159,10 @@ void study(const fs::path& csv, const fs::path& out_dir, worst_case& worst)
             std::printf("--:|");
         std::printf("--:|--:|\n");
 
-        std::vector<line> lines;
+        std::vector<gx::chart_series> lines;
         for (const planner& pl : planners)
             lines.push_back({pl.name, pl.color, {}});
-        line ideal{"linear (ideal)", "#888888", {}, true};
+        gx::chart_series ideal{"linear (ideal)", "#888888", {}, true};
         for (int n : node_counts) {
             const gp::linear_cost cost = gp::ring_cost(link, n);
             std::vector<double> speedup;
