@@ -142,8 +142,10 @@ struct recorded {
     std::vector<std::size_t> sizes;
 };
 
+// `use`, when not empty, is passed to use_plan() before the first step.
 template <class Policy>
-recorded run_data_parallel(int n, int steps, gradsync::data_parallel_options options)
+recorded run_data_parallel(int n, int steps, gradsync::data_parallel_options options,
+                           const gradsync::planner::plan& use = {})
 {
     recorded rec;
     rec.reduced.assign(std::size_t(steps), std::vector<std::vector<float>>(std::size_t(n)));
@@ -155,6 +157,8 @@ recorded run_data_parallel(int n, int steps, gradsync::data_parallel_options opt
     group.run([&](local_communicator& comm) {
         const std::size_t r = std::size_t(comm.rank());
         gradsync::data_parallel<float, local_communicator, Policy> dp(comm, *models[r], options);
+        if (!use.empty())
+            dp.use_plan(use);
         for (int s = 0; s < steps; ++s) {
             dp.zero_grad();
             if (r == 0)
@@ -171,10 +175,11 @@ recorded run_data_parallel(int n, int steps, gradsync::data_parallel_options opt
 }
 
 template <class Policy>
-void check_against_reference(int n, const gradsync::data_parallel_options& options)
+void check_against_reference(int n, const gradsync::data_parallel_options& options,
+                             const gradsync::planner::plan& use = {})
 {
     constexpr int steps = 3;
-    const recorded rec = run_data_parallel<Policy>(n, steps, options);
+    const recorded rec = run_data_parallel<Policy>(n, steps, options, use);
     std::vector<lenet> models = replicas(n);
     const auto inputs = batches(steps, n);
     for (int s = 0; s < steps; ++s) {
@@ -227,6 +232,121 @@ TEST_CASE("the first plan merges layers when the link is slow, and a calibrated 
     gradsync::data_parallel_options calibrated;
     calibrated.measure_iterations = 1;
     check_against_reference<gradsync::average>(2, calibrated);
+}
+
+TEST_CASE("use_plan() runs the plan given from the next iteration, and only between iterations", "[torch]")
+{
+    gradsync::data_parallel_options options;
+    options.measure_iterations = 5; // would measure through every step but for use_plan()
+    const gradsync::planner::plan two{{5, 6, 7, 8, 9}, {0, 1, 2, 3, 4}};
+    const recorded rec = run_data_parallel<gradsync::adasum>(3, 2, options, two);
+    for (const gradsync::planner::plan& p : rec.plans)
+        CHECK(p == two);
+    check_against_reference<gradsync::adasum>(3, options, two);
+
+    std::vector<lenet> models = replicas(1);
+    const auto inputs = batches(1, 1);
+    outcome mid_iteration, bad_plan;
+    local_group group(1);
+    group.run([&](local_communicator& comm) {
+        gradsync::data_parallel<float, local_communicator> dp(comm, *models[0]);
+        gradsync_test::record(bad_plan, false, [&] { dp.use_plan({{0, 1}}); });
+        dp.zero_grad();
+        backward(models[0], inputs[0][0]);
+        gradsync_test::record(mid_iteration, false, [&] { dp.use_plan(two); });
+        dp.synchronize();
+    });
+    INFO(mid_iteration.what);
+    CHECK_THAT(mid_iteration.what, Contains("use_plan() between iterations"));
+    INFO(bad_plan.what);
+    CHECK(kind_name(bad_plan.k) == std::string(kind_name(kind::usage)));
+    CHECK_THAT(bad_plan.what, Contains("layers 2..9"));
+}
+
+// Each rank's own Adam step, then the changes reduced in one group and added to the
+// parameters before the step: the reference for reduction_target::model_change.
+template <class Policy>
+void check_model_change(int n)
+{
+    constexpr int steps = 3;
+    const auto inputs = batches(steps, n);
+    const auto adam = [](lenet& m) { return torch::optim::Adam(m->parameters(), torch::optim::AdamOptions(1e-3)); };
+    std::vector<lenet> models = replicas(n);
+    std::vector<std::vector<std::vector<float>>> got(steps, std::vector<std::vector<float>>(std::size_t(n)));
+    outcome synchronize_call, replan_call;
+    std::vector<std::size_t> sizes;
+    gradsync::planner::plan plan;
+    local_group group(n);
+    group.run([&](local_communicator& comm) {
+        const std::size_t r = std::size_t(comm.rank());
+        torch::optim::Adam optimizer = adam(models[r]);
+        gradsync::data_parallel_options options;
+        options.reduce = gradsync::reduction_target::model_change;
+        gradsync::data_parallel<float, local_communicator, Policy> dp(comm, *models[r], options);
+        if (r == 0) {
+            sizes.assign(dp.layer_sizes().begin(), dp.layer_sizes().end());
+            plan = dp.plan();
+        }
+        for (int s = 0; s < steps; ++s) {
+            dp.zero_grad();
+            backward(models[r], inputs[std::size_t(s)][r]);
+            if (s == 0 && r == 0) {
+                gradsync_test::record(synchronize_call, false, [&] { dp.synchronize(); });
+                gradsync_test::record(replan_call, false, [&] { dp.replan(); });
+            }
+            dp.step(optimizer);
+            got[std::size_t(s)][r] = flat_of(models[r]->parameters());
+        }
+    });
+    CHECK(plan.size() == 1);
+    CHECK_THAT(synchronize_call.what, Contains("call step(optimizer), not synchronize()"));
+    CHECK_THAT(replan_call.what, Contains("replan() between iterations"));
+
+    std::vector<lenet> ref = replicas(n);
+    std::vector<torch::optim::Adam> optimizers;
+    for (lenet& m : ref)
+        optimizers.push_back(adam(m));
+    const std::vector<float> start = flat_of(ref[0]->parameters());
+    for (int s = 0; s < steps; ++s) {
+        std::vector<std::vector<torch::Tensor>> before(static_cast<std::size_t>(n));
+        std::vector<std::vector<float>> change;
+        for (int r = 0; r < n; ++r) {
+            const std::vector<torch::Tensor> params = ref[std::size_t(r)]->parameters();
+            for (const torch::Tensor& p : params) {
+                p.mutable_grad() = torch::Tensor();
+                before[std::size_t(r)].push_back(p.detach().clone());
+            }
+            backward(ref[std::size_t(r)], inputs[std::size_t(s)][std::size_t(r)]);
+            optimizers[std::size_t(r)].step();
+            std::vector<torch::Tensor> d;
+            for (std::size_t i = 0; i < params.size(); ++i)
+                d.push_back(params[i].detach().sub(before[std::size_t(r)][i]));
+            change.push_back(flat_of(d));
+        }
+        const auto reduced = reduce_by_group<Policy>(change, sizes, plan);
+        for (int r = 0; r < n; ++r) {
+            torch::NoGradGuard no_grad;
+            std::size_t at = 0;
+            const std::vector<torch::Tensor> params = ref[std::size_t(r)]->parameters();
+            for (std::size_t i = 0; i < params.size(); ++i) {
+                float* d = const_cast<float*>(reduced[std::size_t(r)].data()) + at;
+                params[i].copy_(before[std::size_t(r)][i]).add_(torch::from_blob(d, params[i].sizes()));
+                at += std::size_t(params[i].numel());
+            }
+            INFO(Policy::name << ", " << n << " ranks, step " << s << ", rank " << r);
+            CHECK(same_bits(got[std::size_t(s)][std::size_t(r)], flat_of(params)));
+            CHECK(same_bits(got[std::size_t(s)][std::size_t(r)], got[std::size_t(s)][0]));
+        }
+    }
+    CHECK(!same_bits(got[steps - 1][0], start));
+}
+
+TEST_CASE("model change: each rank's Adam step, the changes reduced and applied, bit for bit", "[torch]")
+{
+    for (int n = 1; n <= 4; ++n) {
+        check_model_change<gradsync::adasum>(n);
+        check_model_change<gradsync::average>(n);
+    }
 }
 
 TEST_CASE("replicas stay bitwise identical through SGD steps", "[torch]")

@@ -4,18 +4,32 @@
 // 17% of the steps from zero to the peak rate and a linear decay back to zero at the end.
 //
 //   train_fashion_mnist --ranks 8 --policy adasum --epochs 2 --lr 0.0328 --seed 1
+//   train_fashion_mnist --study accuracy --seeds 1,2,3 --out DIR
+//   train_fashion_mnist --study schedule --ranks 2 --out DIR
 //
-// Ranks are threads of this process (one module and one intra-op thread each), or, built with
-// MPI and started by mpiexec, the MPI processes. Every epoch each rank takes its share of one
-// permutation of the 60 000 training images, the same on every rank; rank 0 prints a line per
-// epoch and, at the end, one "result ..." line for scripts.
+// One run: ranks are threads of this process (one module and one intra-op thread each), or,
+// built with MPI and started by mpiexec, the MPI processes. Every epoch each rank takes its
+// share of one permutation of the 60 000 training images, the same on every rank; rank 0
+// prints a line per epoch and, at the end, one "result ..." line for scripts.
+//
+// The accuracy study: one run per policy, rank count and seed, the schedule unchanged, then
+// a table of the test accuracy (mean and range over the seeds) per policy and rank count,
+// runs.csv and accuracy.svg in --out. One rank is the same run for every policy (each
+// reduces one gradient to itself), so it runs once per seed.
+//
+// The scheduling study (schedule_study.hpp): the step's time under each merge plan over an
+// emulated slow link, beside the planner's prediction and the plain libtorch loop;
+// profile.csv, the measured LeNet profile, in --out.
 #include <gradsync/comm/local.hpp>
+#include <gradsync/planner/profile.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/policy/sum.hpp>
 #include <gradsync/torch.hpp>
 
+#include "../line_chart.hpp"
 #include "idx.hpp"
 #include "lenet.hpp"
+#include "schedule_study.hpp"
 
 #if GRADSYNC_TRAINER_MPI
 #include <gradsync/comm/mpi.hpp>
@@ -29,8 +43,13 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -38,7 +57,8 @@ namespace {
 using gradsync_examples::lenet;
 
 struct options {
-    int ranks = 1;
+    std::string study; // "", "accuracy" or "schedule"
+    int ranks = 0;     // 0: 1, or 2 for the scheduling study
     std::string policy = "average";
     int epochs = 2;
     int batch = 32;
@@ -48,14 +68,25 @@ struct options {
     std::uint64_t seed = 1;
     std::size_t train_limit = 0; // 0: every training image
     std::filesystem::path data = "/usr/share/datasets/fashion-mnist";
+    std::vector<std::uint64_t> seeds{1, 2, 3};
+    std::vector<std::uint64_t> rank_counts{1, 4, 8, 16, 32};
+    std::vector<std::string> policies{"sum", "average", "adasum"};
+    std::filesystem::path out = "fashion_mnist_out";
+    gradsync_examples::schedule_options schedule{};
 };
 
 const char* usage =
     "usage: train_fashion_mnist [--ranks N] [--policy sum|average|adasum] [--epochs E] [--batch B]\n"
     "                           [--lr PEAK] [--momentum M] [--warmup SHARE] [--seed S]\n"
     "                           [--train-limit IMAGES] [--data DIR]\n"
+    "       train_fashion_mnist --study accuracy [--seeds S,...] [--rank-counts N,...]\n"
+    "                           [--policies P,...] [--out DIR] [training options]\n"
+    "       train_fashion_mnist --study schedule [--ranks N] [--alpha SECONDS] [--beta SECONDS_PER_BYTE]\n"
+    "                           [--out DIR] [--batch B] [--data DIR]\n"
     "defaults: 1 rank, average, 2 epochs, batch 32 per rank, peak 0.0328, momentum 0.9, warm-up 0.17,\n"
-    "seed 1, every image, /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)\n";
+    "seed 1, every image, /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist);\n"
+    "accuracy: seeds 1,2,3, rank counts 1,4,8,16,32, policies sum,average,adasum;\n"
+    "schedule: 2 ranks, alpha 1e-3, beta 1e-7; out: fashion_mnist_out\n";
 
 [[noreturn]] void refuse(const std::string& what)
 {
@@ -70,6 +101,26 @@ double number(std::string_view flag, const char* text)
     if (end == text || *end || !std::isfinite(v) || v < 0)
         refuse(std::string(flag) + " takes a finite non-negative number, got '" + text + "'");
     return v;
+}
+
+template <class Item>
+std::vector<Item> list(std::string_view flag, const char* text)
+{
+    std::vector<Item> items;
+    std::string_view rest = text;
+    while (true) {
+        const std::size_t comma = rest.find(',');
+        const std::string item(rest.substr(0, comma));
+        if (item.empty())
+            refuse(std::string(flag) + " takes a comma-separated list, got '" + text + "'");
+        if constexpr (std::is_same_v<Item, std::string>)
+            items.push_back(item);
+        else
+            items.push_back(Item(number(flag, item.c_str())));
+        if (comma == std::string_view::npos)
+            return items;
+        rest.remove_prefix(comma + 1);
+    }
 }
 
 options parse(int argc, char** argv)
@@ -102,13 +153,37 @@ options parse(int argc, char** argv)
             o.train_limit = std::size_t(number(flag, v));
         else if (flag == "--data")
             o.data = v;
+        else if (flag == "--study")
+            o.study = v;
+        else if (flag == "--seeds")
+            o.seeds = list<std::uint64_t>(flag, v);
+        else if (flag == "--rank-counts")
+            o.rank_counts = list<std::uint64_t>(flag, v);
+        else if (flag == "--policies")
+            o.policies = list<std::string>(flag, v);
+        else if (flag == "--out")
+            o.out = v;
+        else if (flag == "--alpha")
+            o.schedule.link.alpha = number(flag, v);
+        else if (flag == "--beta")
+            o.schedule.link.beta = number(flag, v);
         else
             refuse("unknown option " + std::string(flag));
     }
+    if (o.study != "" && o.study != "accuracy" && o.study != "schedule")
+        refuse("--study is accuracy or schedule, not '" + o.study + "'");
+    if (o.ranks == 0)
+        o.ranks = o.study == "schedule" ? 2 : 1;
     if (o.ranks < 1 || o.epochs < 1 || o.batch < 1 || o.warmup > 1)
         refuse("--ranks, --epochs and --batch must be at least 1, --warmup at most 1");
-    if (o.policy != "sum" && o.policy != "average" && o.policy != "adasum")
-        refuse("--policy is sum, average or adasum, not '" + o.policy + "'");
+    for (std::uint64_t n : o.rank_counts)
+        if (n < 1 || n > 1024)
+            refuse("--rank-counts are 1 to 1024, got " + std::to_string(n));
+    std::vector<std::string> policies = o.policies;
+    policies.push_back(o.policy);
+    for (const std::string& p : policies)
+        if (p != "sum" && p != "average" && p != "adasum")
+            refuse("a policy is sum, average or adasum, not '" + p + "'");
     return o;
 }
 
@@ -158,8 +233,22 @@ double rate_at(const options& o, std::int64_t step, std::int64_t steps)
 
 struct outcome {
     double test_accuracy = 0;
+    double train_loss = 0;          // rank 0's mean over the last epoch
     double seconds = 0;
+    std::uint64_t parameters = 0;   // FNV-1a of the final parameters' bytes: equal runs, equal bits
 };
+
+std::uint64_t fingerprint(lenet& model)
+{
+    std::uint64_t h = 14695981039346656037ull;
+    for (const torch::Tensor& p : model->parameters()) {
+        const torch::Tensor c = p.detach().contiguous();
+        const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
+        for (std::size_t i = 0; i < std::size_t(c.nbytes()); ++i)
+            h = (h ^ bytes[i]) * 1099511628211ull;
+    }
+    return h;
+}
 
 template <class Policy, class Comm>
 outcome train(Comm& comm, lenet& model, const images& train_set, const images& test, const options& o, bool printing)
@@ -195,12 +284,14 @@ outcome train(Comm& comm, lenet& model, const images& train_set, const images& t
         if (printing) {
             out.test_accuracy = accuracy(model, test);
             out.seconds = std::chrono::duration<double>(clock::now() - start).count();
+            out.train_loss = loss_sum / double(steps_per_epoch);
             std::printf("epoch %d/%d: %lld ranks, %s, train loss %.4f (rank 0), test accuracy %.2f%%, %.1f s\n", e + 1,
                         o.epochs, static_cast<long long>(n), o.policy.c_str(), loss_sum / double(steps_per_epoch),
                         100 * out.test_accuracy, out.seconds);
             std::fflush(stdout);
         }
     }
+    out.parameters = fingerprint(model);
     return out;
 }
 
@@ -227,6 +318,188 @@ lenet replica(const options& o, std::uint64_t rank)
 bool under_mpiexec() { return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE"); }
 #endif
 
+// One run over o.ranks threads; rank 0's outcome.
+outcome run_threads(const images& train_set, const images& test, const options& o)
+{
+    std::vector<lenet> models;
+    for (int r = 0; r < o.ranks; ++r)
+        models.push_back(replica(o, std::uint64_t(r)));
+    outcome result;
+    gradsync::local_group group(o.ranks);
+    group.run([&](gradsync::local_communicator& comm) {
+        const outcome mine = train_with(comm, models[std::size_t(comm.rank())], train_set, test, o, comm.rank() == 0);
+        if (comm.rank() == 0)
+            result = mine;
+    });
+    return result;
+}
+
+void print_result(const options& o, int ranks, const outcome& r)
+{
+    std::printf("result policy=%s ranks=%d seed=%llu epochs=%d lr=%g test_accuracy=%.4f parameters=%016llx "
+                "seconds=%.1f\n",
+                o.policy.c_str(), ranks, static_cast<unsigned long long>(o.seed), o.epochs, o.lr, r.test_accuracy,
+                static_cast<unsigned long long>(r.parameters), r.seconds);
+    std::fflush(stdout);
+}
+
+const char* policy_title(const std::string& p) { return p == "sum" ? "Sum" : p == "average" ? "Average" : "Adasum"; }
+
+std::ofstream open_out(const std::filesystem::path& file)
+{
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream out(file, std::ios::binary);
+    if (!out)
+        throw gradsync::error("train_fashion_mnist: cannot write " + file.string());
+    return out;
+}
+
+void close_out(std::ofstream& out, const std::filesystem::path& file)
+{
+    out.close();
+    if (!out)
+        throw gradsync::error("train_fashion_mnist: cannot write " + file.string());
+}
+
+using accuracy_table = std::map<std::pair<std::string, std::uint64_t>, std::vector<double>>; // per seed
+
+// Mean test accuracy (%) against ranks, one line per policy, whiskers from the lowest seed to
+// the highest.
+void write_accuracy_chart(const accuracy_table& accuracy, const options& o)
+{
+    gradsync_examples::line_chart chart;
+    chart.title = "LeNet on Fashion-MNIST, " + std::to_string(o.epochs) + " epochs, the one-rank schedule at every N";
+    chart.x_label = "ranks N (batch " + std::to_string(o.batch) + " per rank)";
+    chart.y_label = "test accuracy (%), mean and range over seeds";
+    for (std::uint64_t n : o.rank_counts)
+        chart.x.push_back(double(n));
+    const std::map<std::string, const char*> colours{{"sum", "#d62728"}, {"average", "#1f77b4"}, {"adasum", "#2ca02c"}};
+    for (const std::string& p : o.policies) {
+        gradsync_examples::chart_series line{policy_title(p), colours.at(p)};
+        for (std::uint64_t n : o.rank_counts) {
+            const std::vector<double>& v = accuracy.at({p, n});
+            double sum = 0;
+            for (double a : v)
+                sum += a;
+            line.y.push_back(100 * sum / double(v.size()));
+            line.low.push_back(100 * *std::min_element(v.begin(), v.end()));
+            line.high.push_back(100 * *std::max_element(v.begin(), v.end()));
+        }
+        chart.series.push_back(std::move(line));
+    }
+    const std::filesystem::path file = o.out / "accuracy.svg";
+    std::ofstream out = open_out(file);
+    gradsync_examples::write_line_chart_svg(out, chart);
+    close_out(out, file);
+    std::printf("\nthe runs: %s; the chart: %s\n", (o.out / "runs.csv").string().c_str(), file.string().c_str());
+}
+
+// Every policy at every rank count and seed, the schedule unchanged; the table on stdout,
+// runs.csv and accuracy.svg in o.out.
+void accuracy_study(const images& train_set, const images& test, options o)
+{
+    accuracy_table accuracy;
+    const std::filesystem::path csv_file = o.out / "runs.csv";
+    std::ofstream csv = open_out(csv_file);
+    csv << "policy,ranks,seed,test_accuracy,train_loss,seconds\n";
+    const std::size_t total = o.seeds.size() * o.rank_counts.size() * o.policies.size();
+    std::size_t done = 0;
+    for (std::uint64_t seed : o.seeds)
+        for (std::uint64_t n : o.rank_counts) {
+            // One rank reduces one gradient to itself under every policy: one run for all.
+            const std::vector<std::string> runs = n == 1 ? std::vector<std::string>{"average"} : o.policies;
+            for (const std::string& policy : runs) {
+                o.seed = seed, o.ranks = int(n), o.policy = policy;
+                const outcome r = run_threads(train_set, test, o);
+                print_result(o, o.ranks, r);
+                const std::vector<std::string> as = n == 1 ? o.policies : std::vector<std::string>{policy};
+                for (const std::string& p : as) {
+                    accuracy[{p, n}].push_back(r.test_accuracy);
+                    csv << p << ',' << n << ',' << seed << ',' << r.test_accuracy << ',' << r.train_loss << ','
+                        << r.seconds << '\n';
+                    ++done;
+                }
+                std::printf("study: %zu of %zu results\n", done, total);
+            }
+        }
+    close_out(csv, csv_file);
+
+    const auto stats = [](const std::vector<double>& v) {
+        double sum = 0;
+        for (double a : v)
+            sum += a;
+        return std::tuple(100 * sum / double(v.size()), 100 * *std::min_element(v.begin(), v.end()),
+                          100 * *std::max_element(v.begin(), v.end()));
+    };
+    std::printf("\ntest accuracy (%%) after %d epochs, peak rate %g, batch %d per rank: mean (min..max) over "
+                "seeds",
+                o.epochs, o.lr, o.batch);
+    for (std::uint64_t seed : o.seeds)
+        std::printf(" %llu", static_cast<unsigned long long>(seed));
+    std::printf("\n\n| ranks |");
+    for (const std::string& p : o.policies)
+        std::printf(" %s |", policy_title(p));
+    std::printf("\n|---:|");
+    for (std::size_t k = 0; k < o.policies.size(); ++k)
+        std::printf("---|");
+    std::printf("\n");
+    for (std::uint64_t n : o.rank_counts) {
+        std::printf("| %llu |", static_cast<unsigned long long>(n));
+        for (const std::string& p : o.policies) {
+            const auto [mean, low, high] = stats(accuracy[{p, n}]);
+            std::printf(" %.2f (%.2f..%.2f) |", mean, low, high);
+        }
+        std::printf("\n");
+    }
+    write_accuracy_chart(accuracy, o);
+}
+
+// The scheduling study over this communicator; rank 0 prints the table and writes profile.csv.
+template <class Comm>
+void schedule_with(Comm& comm, const images& train_set, const options& o)
+{
+    const std::int64_t n = comm.size(), r = comm.rank(), per_step = o.batch * n;
+    const std::int64_t batches = train_set.x.size(0) / per_step;
+    if (batches == 0)
+        throw gradsync::usage_error("train_fashion_mnist: " + std::to_string(train_set.x.size(0)) +
+                                    " images are fewer than one step of " + std::to_string(per_step));
+    const torch::Tensor order = torch::randperm(train_set.x.size(0), at::detail::createCPUGenerator(o.seed * 1000));
+    const auto batch = [&](int step) {
+        const torch::Tensor picked = order.narrow(0, (step % batches) * per_step + r * o.batch, o.batch);
+        return std::pair(train_set.x.index_select(0, picked), train_set.y.index_select(0, picked));
+    };
+    lenet model = replica(o, std::uint64_t(r)), plain = replica(o, std::uint64_t(r));
+    const gradsync_examples::schedule_result result =
+        gradsync_examples::schedule_study(comm, model, plain, batch, o.schedule);
+    if (r != 0)
+        return;
+    const auto ms = [](double s) { return 1e3 * s; };
+    std::printf("scheduling study: %lld ranks, batch %d per rank, link %.3g ms per message + %.3g ns per byte; "
+                "calibrated T(M) = %.3f ms + %.3f ns/B x M (rms %.3f ms); %.3f ms from backward to the first hook\n\n",
+                static_cast<long long>(n), o.batch, ms(o.schedule.link.alpha), 1e9 * o.schedule.link.beta,
+                ms(result.fit.cost.a), 1e9 * result.fit.cost.b, ms(result.fit.residual_rms_s),
+                ms(result.before_first_hook_s));
+    std::printf("| layer | parameters | backward ms |\n|---|---:|---:|\n");
+    for (const gradsync::planner::layer_profile& l : result.profile)
+        std::printf("| %s | %llu | %.3f |\n", l.name.c_str(), static_cast<unsigned long long>(l.params),
+                    ms(l.backward_s));
+    const double plain_s = result.rows.back().measured_s;
+    std::printf("\n| method | groups | predicted ms | measured ms | measured / predicted | speedup over allreduce after "
+                "backward | synchronize() returned ms |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for (const gradsync_examples::schedule_row& row : result.rows) {
+        const std::string groups = row.groups.empty() ? std::to_string(result.profile.size()) + " calls after"
+                                                      : std::to_string(row.groups.size());
+        std::printf("| %s | %s | %.2f | %.2f | %.3f | %.2fx | %.2f |\n", row.method.c_str(), groups.c_str(),
+                    ms(row.predicted_s), ms(row.measured_s), row.measured_s / row.predicted_s,
+                    plain_s / row.measured_s, ms(row.returned_s));
+    }
+    const std::filesystem::path file = o.out / "profile.csv";
+    std::ofstream out = open_out(file);
+    gradsync::planner::write_profile_csv(out, result.profile);
+    close_out(out, file);
+    std::printf("\nthe profile: %s\n", file.string().c_str());
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -235,37 +508,35 @@ int main(int argc, char** argv)
         options o = parse(argc, argv);
         torch::set_num_threads(1);
         const images train_set = load(o.data, "train", o.train_limit), test = load(o.data, "t10k", 0);
-        outcome result;
-        int ranks = o.ranks;
 #if GRADSYNC_TRAINER_MPI
         if (under_mpiexec()) {
+            if (o.study == "accuracy")
+                throw gradsync::usage_error("train_fashion_mnist: the accuracy study runs its ranks as threads; "
+                                            "start it without mpiexec");
             int provided = 0;
             MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-            gradsync::mpi_communicator comm(MPI_COMM_WORLD);
-            ranks = comm.size();
-            lenet model = replica(o, std::uint64_t(comm.rank()));
-            result = train_with(comm, model, train_set, test, o, comm.rank() == 0);
-            const bool printing = comm.rank() == 0;
+            {
+                gradsync::mpi_communicator comm(MPI_COMM_WORLD);
+                if (o.study == "schedule")
+                    schedule_with(comm, train_set, o);
+                else {
+                    lenet model = replica(o, std::uint64_t(comm.rank()));
+                    const outcome r = train_with(comm, model, train_set, test, o, comm.rank() == 0);
+                    if (comm.rank() == 0)
+                        print_result(o, comm.size(), r);
+                }
+            }
             MPI_Finalize();
-            if (!printing)
-                return 0;
-        } else
-#endif
-        {
-            std::vector<lenet> models;
-            for (int r = 0; r < ranks; ++r)
-                models.push_back(replica(o, std::uint64_t(r)));
-            gradsync::local_group group(ranks);
-            group.run([&](gradsync::local_communicator& comm) {
-                const outcome mine =
-                    train_with(comm, models[std::size_t(comm.rank())], train_set, test, o, comm.rank() == 0);
-                if (comm.rank() == 0)
-                    result = mine;
-            });
+            return 0;
         }
-        std::printf("result policy=%s ranks=%d seed=%llu epochs=%d lr=%g test_accuracy=%.4f seconds=%.1f\n",
-                    o.policy.c_str(), ranks, static_cast<unsigned long long>(o.seed), o.epochs, o.lr,
-                    result.test_accuracy, result.seconds);
+#endif
+        if (o.study == "accuracy")
+            accuracy_study(train_set, test, o);
+        else if (o.study == "schedule") {
+            gradsync::local_group group(o.ranks);
+            group.run([&](gradsync::local_communicator& comm) { schedule_with(comm, train_set, o); });
+        } else
+            print_result(o, o.ranks, run_threads(train_set, test, o));
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "train_fashion_mnist: %s\n", e.what());

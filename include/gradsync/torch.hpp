@@ -7,8 +7,9 @@
 //       dp.zero_grad();                      // not optimizer.zero_grad(), which throws on views
 //       loss = criterion(model->forward(x), y);
 //       loss.backward();                     // each group's allreduce starts during backward
-//       dp.synchronize();                    // every gradient reduced, in place
-//       optimizer.step();
+//       dp.step(optimizer);                  // every gradient reduced in place, then the step
+//
+// dp.step(optimizer) is dp.synchronize() then optimizer.step(); a loop may call the two itself.
 //
 // Layers: the module's parameters that require a gradient, in parameters() order
 // (registration order: forward order for torch::nn::Sequential and most modules), one planner
@@ -32,6 +33,17 @@
 // cost model is options.cost or, when that is zero, calibrated over the communicator, and
 // options.plan_with (default: planner::optimal) gives the plan that the synchronizer is rebuilt
 // with. replan() measures again from the next iteration.
+//
+// use_plan(plan) replaces the plan (collective, between iterations), for plans made elsewhere:
+// gradsync-plan, another planner, a study comparing plans.
+//
+// Model change (options.reduce = reduction_target::model_change, the Adasum paper's Figure 3,
+// meant for Adam-like optimizers whose update is not a linear function of the gradient): step()
+// keeps the parameters x0, runs the optimizer on each rank's own gradient, reduces the changes
+// d = x1 - x0 with the policy and sets x = x0 + reduced d on every rank. Optimizer states stay
+// local. All changes exist only after the local step, so there is nothing to overlap with
+// backward and nothing to measure: the plan is one group (one set of messages; Adasum stays
+// per layer inside it). The gradient buffer holds the changes after step(), reduced.
 //
 // Agreement: construction is collective; ranks whose modules differ in the number, types or
 // shapes of their parameters get a mismatch_error on every rank naming the first parameter
@@ -65,7 +77,12 @@
 
 namespace gradsync {
 
+// What data_parallel reduces: the gradients during backward, or the model change after a
+// local optimizer step.
+enum class reduction_target { gradients, model_change };
+
 struct data_parallel_options {
+    reduction_target reduce = reduction_target::gradients;
     // Iterations measured (one allreduce per layer) before the first plan; 0 keeps wfbp.
     int measure_iterations = 3;
     // The model's allreduce cost; zero: calibrated over the communicator when planning.
@@ -106,15 +123,22 @@ public:
         }
         flat_ = torch::zeros({std::int64_t(total)}, torch::TensorOptions().dtype(torch::CppTypeToScalarType<T>()));
         for (std::size_t l = 0; l < params_.size(); ++l)
-            views_.push_back(flat_.narrow(0, std::int64_t(offsets_[l]), std::int64_t(sizes_[l])).view(params_[l].sizes()));
+            views_.push_back(view_of(flat_, l));
         point_grads_at_views();
         done_.assign(params_.size(), 0);
         hook_calls_.assign(params_.size(), 0);
-        ready_at_.assign(params_.size(), clock::time_point{});
+        handed_over_at_.assign(params_.size(), clock::time_point{});
         measured_.assign(params_.size(), 0.0);
         next_ = params_.size();
-        measuring_ = options_.measure_iterations;
-        build(planner::wfbp(profile_of(measured_)));
+        if (changes_model()) {
+            start_ = torch::empty_like(flat_);
+            for (std::size_t l = 0; l < params_.size(); ++l)
+                start_views_.push_back(view_of(start_, l));
+            build(planner::single(profile_of(measured_)));
+        } else {
+            measuring_ = options_.measure_iterations;
+            build(planner::wfbp(profile_of(measured_)));
+        }
         install_hooks();
     }
 
@@ -135,32 +159,72 @@ public:
     }
 
     // Hands over the layers not yet ready, waits for every group's allreduce and, after the
-    // measured iterations, plans. Rethrows the synchronizer's error.
+    // measured iterations, plans. Rethrows the synchronizer's error. Gradient mode only.
     void synchronize()
     {
+        if (changes_model())
+            throw usage_error(prefix() + "it reduces the model change: call step(optimizer), not synchronize()");
         {
             std::lock_guard lock(mutex_);
             while (next_ > 0)
                 hand_over(--next_);
         }
         sync_->wait();
-        std::fill(done_.begin(), done_.end(), 0);
-        next_ = params_.size();
-        ++iterations_;
+        end_iteration();
         if (measuring_ > 0) {
             for (std::size_t l = 0; l + 1 < params_.size(); ++l)
-                measured_[l] += std::chrono::duration<double>(ready_at_[l] - ready_at_[l + 1]).count();
+                measured_[l] += std::chrono::duration<double>(handed_over_at_[l] - handed_over_at_[l + 1]).count();
             if (--measuring_ == 0)
                 plan_from_measurements();
         }
     }
 
+    // Ends the iteration with the optimizer's step. Gradients: synchronize(), then the step.
+    // Model change: the local step, then the changes reduced and applied on every rank.
+    void step(torch::optim::Optimizer& optimizer)
+    {
+        if (!changes_model()) {
+            synchronize();
+            optimizer.step();
+            return;
+        }
+        torch::NoGradGuard no_grad;
+        for (std::size_t l = 0; l < params_.size(); ++l)
+            start_views_[l].copy_(params_[l]);
+        optimizer.step();
+        for (std::size_t l = 0; l < params_.size(); ++l)
+            views_[l].copy_(params_[l]).sub_(start_views_[l]);
+        {
+            std::lock_guard lock(mutex_);
+            for (std::size_t l = params_.size(); l-- > 0;)
+                hand_over(l);
+        }
+        sync_->wait();
+        for (std::size_t l = 0; l < params_.size(); ++l)
+            params_[l].copy_(start_views_[l]).add_(views_[l]);
+        end_iteration();
+    }
+
     // Measures options.measure_iterations iterations again from the next one, then plans.
+    // Collective, between iterations; gradient mode only (model changes are not overlapped).
     void replan()
     {
+        between_iterations("replan()");
+        if (changes_model())
+            throw usage_error(prefix() + "replan() measures backward, which a model-change data_parallel does "
+                                         "not overlap; use_plan() sets a plan");
         std::fill(measured_.begin(), measured_.end(), 0.0);
         measuring_ = std::max(options_.measure_iterations, 1);
         build(planner::wfbp(profile_of(measured_)));
+    }
+
+    // Runs `p` from the next iteration on, measuring no more. Collective, between iterations;
+    // the synchronizer checks the plan and that all ranks pass the same one.
+    void use_plan(const planner::plan& p)
+    {
+        between_iterations("use_plan()");
+        build(p);
+        measuring_ = 0;
     }
 
     const planner::plan& plan() const noexcept { return sync_->plan(); }
@@ -173,8 +237,33 @@ public:
     // How many times each parameter's hook fired since construction.
     std::span<const std::uint64_t> hook_calls() const noexcept { return hook_calls_; }
     std::uint64_t iterations() const noexcept { return iterations_; }
+    // When each layer was handed to the synchronizer in the last iteration (backward order:
+    // the last layer first), and the begin and end of each group's allreduce in it.
+    std::span<const clock::time_point> handed_over_at() const noexcept { return handed_over_at_; }
+    std::span<const group_times> last_times() const { return sync_->last_times(); }
 
 private:
+    bool changes_model() const noexcept { return options_.reduce == reduction_target::model_change; }
+
+    torch::Tensor view_of(const torch::Tensor& flat, std::size_t l) const
+    {
+        return flat.narrow(0, std::int64_t(offsets_[l]), std::int64_t(sizes_[l])).view(params_[l].sizes());
+    }
+
+    void end_iteration()
+    {
+        std::fill(done_.begin(), done_.end(), 0);
+        next_ = params_.size();
+        ++iterations_;
+    }
+
+    void between_iterations(const char* call) const
+    {
+        if (std::find(done_.begin(), done_.end(), 1) != done_.end())
+            throw usage_error(prefix() + call + " between iterations: backward has run and the iteration has not "
+                                                "ended");
+    }
+
     std::string prefix() const { return "gradsync::data_parallel (" + where(*comm_) + "): "; }
 
     std::string parameter(std::size_t l) const
@@ -282,14 +371,13 @@ private:
             views_[l].copy_(g);
             g = views_[l];
         }
-        while (next_ > 0 && done_[next_ - 1])
+        while (!changes_model() && next_ > 0 && done_[next_ - 1])
             hand_over(--next_);
     }
 
     void hand_over(std::size_t l)
     {
-        if (measuring_ > 0)
-            ready_at_[l] = clock::now();
+        handed_over_at_[l] = clock::now();
         sync_->ready(l, std::span<T>(flat_.data_ptr<T>() + offsets_[l], sizes_[l]));
     }
 
@@ -319,10 +407,12 @@ private:
         build(options_.plan_with(profile_, cost, sizeof(T)));
     }
 
+    // The old synchronizer stays until the new one is built, so a plan refused on every rank
+    // leaves the data_parallel working as before.
     void build(const planner::plan& plan)
     {
-        sync_.reset();
-        sync_.emplace(*comm_, sizes_, plan, Policy{}, algorithm_, options_.sync);
+        sync_ = std::make_unique<synchronizer<T, Comm, Policy, Algorithm>>(*comm_, sizes_, plan, Policy{}, algorithm_,
+                                                                           options_.sync);
     }
 
     Comm* comm_;
@@ -333,16 +423,18 @@ private:
     std::vector<std::size_t> offsets_, sizes_;
     torch::Tensor flat_;
     std::vector<torch::Tensor> views_;
+    torch::Tensor start_; // model change: the parameters before the local step
+    std::vector<torch::Tensor> start_views_;
     std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_; // kept alive, as DDP does
     std::vector<std::uintptr_t> hook_keys_;
-    std::optional<synchronizer<T, Comm, Policy, Algorithm>> sync_;
+    std::unique_ptr<synchronizer<T, Comm, Policy, Algorithm>> sync_;
     planner::profile profile_;
 
     std::mutex mutex_; // the hand-over state, shared with autograd's thread
     std::vector<char> done_;
     std::size_t next_ = 0; // layers below next_ are not handed over yet this iteration
     std::vector<std::uint64_t> hook_calls_;
-    std::vector<clock::time_point> ready_at_;
+    std::vector<clock::time_point> handed_over_at_;
     std::vector<double> measured_;
     int measuring_ = 0;
     std::uint64_t iterations_ = 0;
