@@ -61,7 +61,10 @@ public:
     {
         std::printf("\nmedians of interleaved repetitions; ratio = %s time / side time (> 1: side is faster)\n",
                     baseline.c_str());
-        std::printf("%-9s %-20s %12s %12s %12s %8s\n", "size", "side", "time_us", "algbw_GB/s", "busbw_GB/s",
+        int width = 20; // the side column fits the longest name
+        for (const std::string& side : sides)
+            width = std::max(width, int(side.size()));
+        std::printf("%-9s %-*s %12s %12s %12s %8s\n", "size", width, "side", "time_us", "algbw_GB/s", "busbw_GB/s",
                     "ratio");
         for (std::size_t bytes : sizes) {
             const double base = median(baseline, bytes);
@@ -70,7 +73,7 @@ public:
                 if (t <= 0)
                     continue;
                 const double algbw = double(bytes) / t * 1e-9;
-                std::printf("%-9s %-20s %12.2f %12.3f %12.3f %8.3f\n", size_text(bytes).c_str(), side.c_str(),
+                std::printf("%-9s %-*s %12.2f %12.3f %12.3f %8.3f\n", size_text(bytes).c_str(), width, side.c_str(),
                             t * 1e6, algbw, algbw * bus_factor, base > 0 ? base / t : 0.0);
             }
         }

@@ -4,12 +4,14 @@
 // polyline with a dot at each point, optional vertical whiskers (a spread such as the min to
 // max over seeds) and an entry in the legend at the right. Text is escaped for XML.
 //
-// Header-only: the standard library and <gradsync/error.hpp>, nothing of libtorch. A chart
+// Header-only: the standard library and gradsync (its error type, and the timeline SVG's
+// escaping of text, planner/svg.hpp), nothing of libtorch. A chart
 // that cannot be drawn is a gradsync::usage_error naming what is wrong, thrown before
 // anything is written.
 #pragma once
 
 #include <gradsync/error.hpp>
+#include <gradsync/planner/svg.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -63,30 +65,6 @@ inline std::string number_text(double v)
     s.imbue(std::locale::classic());
     s << v;
     return s.str();
-}
-
-// Markup characters as entities (quotes too: the text also goes into attributes); control
-// characters, which XML 1.0 does not allow, as U+FFFD. Other bytes pass: text is UTF-8.
-inline std::string xml_escaped(std::string_view s)
-{
-    std::string out;
-    for (char c : s) {
-        if (c == '&')
-            out += "&amp;";
-        else if (c == '<')
-            out += "&lt;";
-        else if (c == '>')
-            out += "&gt;";
-        else if (c == '"')
-            out += "&quot;";
-        else if (c == '\'')
-            out += "&apos;";
-        else if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
-            out += "\xEF\xBF\xBD";
-        else
-            out += c;
-    }
-    return out;
 }
 
 inline gradsync::usage_error chart_error(const std::string& what)
@@ -241,7 +219,7 @@ inline y_axis make_y_axis(const line_chart& chart)
 // state is the caller's to check, who knows what it writes to.
 inline void write_line_chart_svg(std::ostream& out, const line_chart& chart)
 {
-    using line_chart_detail::xml_escaped;
+    using gradsync::planner::detail::xml_escape; // the timeline SVG's: markup, quotes, bad UTF-8
     line_chart_detail::validate(chart);
     const line_chart_detail::y_axis axis = line_chart_detail::make_y_axis(chart);
     const double width = 760, height = 460, left = 70, right = width - 190, top = 50, bottom = height - 60;
@@ -259,7 +237,7 @@ inline void write_line_chart_svg(std::ostream& out, const line_chart& chart)
         << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
         << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
         << "<text x=\"" << width / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">"
-        << xml_escaped(chart.title) << "</text>\n";
+        << xml_escape(chart.title) << "</text>\n";
     for (double y : axis.ticks)
         svg << "<line x1=\"" << left << "\" x2=\"" << right << "\" y1=\"" << py(y) << "\" y2=\"" << py(y)
             << "\" stroke=\"#ddd\"/>\n"
@@ -273,13 +251,13 @@ inline void write_line_chart_svg(std::ostream& out, const line_chart& chart)
         << "<line x1=\"" << left << "\" x2=\"" << left << "\" y1=\"" << top << "\" y2=\"" << bottom
         << "\" stroke=\"black\"/>\n"
         << "<text x=\"" << (left + right) / 2 << "\" y=\"" << height - 18 << "\" text-anchor=\"middle\">"
-        << xml_escaped(chart.x_label) << "</text>\n"
+        << xml_escape(chart.x_label) << "</text>\n"
         << "<text transform=\"translate(20," << (top + bottom) / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
-        << xml_escaped(chart.y_label) << "</text>\n";
+        << xml_escape(chart.y_label) << "</text>\n";
     const std::size_t n = chart.x.size();
     for (std::size_t i = 0; i < chart.series.size(); ++i) {
         const chart_series& s = chart.series[i];
-        const std::string colour = xml_escaped(s.colour);
+        const std::string colour = xml_escape(s.colour);
         const char* dash = s.dashed ? " stroke-dasharray=\"6 4\"" : "";
         // Whiskers first, so that the line and its dots stay on top: a vertical stroke with caps.
         for (std::size_t k = 0; k < s.low.size(); ++k)
@@ -310,7 +288,7 @@ inline void write_line_chart_svg(std::ostream& out, const line_chart& chart)
         const double ly = top + 10 + 22 * double(i);
         svg << "<line x1=\"" << right + 20 << "\" x2=\"" << right + 50 << "\" y1=\"" << ly << "\" y2=\"" << ly
             << "\" stroke=\"" << colour << "\" stroke-width=\"2\"" << dash << "/>\n"
-            << "<text x=\"" << right + 56 << "\" y=\"" << ly + 4 << "\">" << xml_escaped(s.name) << "</text>\n";
+            << "<text x=\"" << right + 56 << "\" y=\"" << ly + 4 << "\">" << xml_escape(s.name) << "</text>\n";
     }
     svg << "</svg>\n";
     out << svg.str();

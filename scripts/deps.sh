@@ -21,6 +21,7 @@ build_packages=(cmake g++ make)
 torch_packages=(libtorch-dev zlib1g-dev dataset-fashion-mnist)
 # The test tiers: Open MPI and Boost.MPI; MPICH for the cross-check; clang with its runtime for
 # libFuzzer; Thrust (OpenMP back end) for the device kernels on the CPU; libtorch, zlib and
-# Fashion-MNIST for data_parallel and its example; Doxygen for the API reference.
+# Fashion-MNIST for data_parallel and its example, Gloo's headers for the ProcessGroupGloo
+# benchmark; Doxygen for the API reference.
 test_packages=("${build_packages[@]}" catch2 libbenchmark-dev openmpi-bin libopenmpi-dev libboost-mpi-dev
-  mpich libmpich-dev clang libclang-rt-14-dev libthrust-dev "${torch_packages[@]}" doxygen)
+  mpich libmpich-dev clang libclang-rt-14-dev libthrust-dev "${torch_packages[@]}" libgloo-dev doxygen)

@@ -487,8 +487,13 @@ void schedule_with(Comm& comm, const images& train_set, const options& o)
     std::printf("\n| method | groups | predicted ms | measured ms | measured / predicted | speedup over allreduce after "
                 "backward | synchronize() returned ms |\n|---|---:|---:|---:|---:|---:|---:|\n");
     for (const gradsync_examples::schedule_row& row : result.rows) {
-        const std::string groups = row.groups.empty() ? std::to_string(result.profile.size()) + " calls after"
-                                                      : std::to_string(row.groups.size());
+        std::string groups = row.groups.empty() ? std::to_string(result.profile.size()) + " calls after"
+                                                : std::to_string(row.groups.size()) + ":";
+        for (const std::vector<std::size_t>& g : row.groups) { // appended piece by piece: g++ 12 misreads
+            groups.append(" ").append(std::to_string(g.back()));   // a chain of + as an overlapping copy
+            if (g.size() > 1)
+                groups.append("..").append(std::to_string(g.front()));
+        }
         std::printf("| %s | %s | %.2f | %.2f | %.3f | %.2fx | %.2f |\n", row.method.c_str(), groups.c_str(),
                     ms(row.predicted_s), ms(row.measured_s), row.measured_s / row.predicted_s,
                     plain_s / row.measured_s, ms(row.returned_s));
