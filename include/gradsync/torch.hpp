@@ -237,8 +237,8 @@ public:
     // How many times each parameter's hook fired since construction.
     std::span<const std::uint64_t> hook_calls() const noexcept { return hook_calls_; }
     std::uint64_t iterations() const noexcept { return iterations_; }
-    // When each layer was handed to the synchronizer in the last iteration (backward order:
-    // the last layer first), and the begin and end of each group's allreduce in it.
+    // When each layer (by index) was handed to the synchronizer in the last iteration, the
+    // last layer first, and the start and end of each group's allreduce in it (plan order).
     std::span<const clock::time_point> handed_over_at() const noexcept { return handed_over_at_; }
     std::span<const group_times> last_times() const { return sync_->last_times(); }
 
