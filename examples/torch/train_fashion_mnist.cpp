@@ -12,10 +12,9 @@
 // share of one permutation of the 60 000 training images, the same on every rank; rank 0
 // prints a line per epoch and, at the end, one "result ..." line for scripts.
 //
-// The accuracy study: one run per policy, rank count and seed, the schedule unchanged, then
-// a table of the test accuracy (mean and range over the seeds) per policy and rank count,
-// runs.csv and accuracy.svg in --out. One rank is the same run for every policy (each
-// reduces one gradient to itself), so it runs once per seed.
+// The accuracy study (accuracy_study.hpp): one run per policy, rank count and seed, the
+// schedule unchanged, then a table of the test accuracy per policy and rank count, runs.csv
+// and accuracy.svg in --out.
 //
 // The scheduling study (schedule_study.hpp): the step's time under each merge plan over an
 // emulated slow link, beside the planner's prediction and the plain libtorch loop;
@@ -26,7 +25,7 @@
 #include <gradsync/policy/sum.hpp>
 #include <gradsync/torch.hpp>
 
-#include "../line_chart.hpp"
+#include "accuracy_study.hpp"
 #include "idx.hpp"
 #include "lenet.hpp"
 #include "schedule_study.hpp"
@@ -44,10 +43,8 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -343,115 +340,17 @@ void print_result(const options& o, int ranks, const outcome& r)
     std::fflush(stdout);
 }
 
-const char* policy_title(const std::string& p) { return p == "sum" ? "Sum" : p == "average" ? "Average" : "Adasum"; }
-
-std::ofstream open_out(const std::filesystem::path& file)
-{
-    std::filesystem::create_directories(file.parent_path());
-    std::ofstream out(file, std::ios::binary);
-    if (!out)
-        throw gradsync::error("train_fashion_mnist: cannot write " + file.string());
-    return out;
-}
-
-void close_out(std::ofstream& out, const std::filesystem::path& file)
-{
-    out.close();
-    if (!out)
-        throw gradsync::error("train_fashion_mnist: cannot write " + file.string());
-}
-
-using accuracy_table = std::map<std::pair<std::string, std::uint64_t>, std::vector<double>>; // per seed
-
-// Mean test accuracy (%) against ranks, one line per policy, whiskers from the lowest seed to
-// the highest.
-void write_accuracy_chart(const accuracy_table& accuracy, const options& o)
-{
-    gradsync_examples::line_chart chart;
-    chart.title = "LeNet on Fashion-MNIST, " + std::to_string(o.epochs) + " epochs, the one-rank schedule at every N";
-    chart.x_label = "ranks N (batch " + std::to_string(o.batch) + " per rank)";
-    chart.y_label = "test accuracy (%), mean and range over seeds";
-    for (std::uint64_t n : o.rank_counts)
-        chart.x.push_back(double(n));
-    const std::map<std::string, const char*> colours{{"sum", "#d62728"}, {"average", "#1f77b4"}, {"adasum", "#2ca02c"}};
-    for (const std::string& p : o.policies) {
-        gradsync_examples::chart_series line{policy_title(p), colours.at(p)};
-        for (std::uint64_t n : o.rank_counts) {
-            const std::vector<double>& v = accuracy.at({p, n});
-            double sum = 0;
-            for (double a : v)
-                sum += a;
-            line.y.push_back(100 * sum / double(v.size()));
-            line.low.push_back(100 * *std::min_element(v.begin(), v.end()));
-            line.high.push_back(100 * *std::max_element(v.begin(), v.end()));
-        }
-        chart.series.push_back(std::move(line));
-    }
-    const std::filesystem::path file = o.out / "accuracy.svg";
-    std::ofstream out = open_out(file);
-    gradsync_examples::write_line_chart_svg(out, chart);
-    close_out(out, file);
-    std::printf("\nthe runs: %s; the chart: %s\n", (o.out / "runs.csv").string().c_str(), file.string().c_str());
-}
-
-// Every policy at every rank count and seed, the schedule unchanged; the table on stdout,
-// runs.csv and accuracy.svg in o.out.
+// Every policy at every rank count and seed, over threads (accuracy_study.hpp).
 void accuracy_study(const images& train_set, const images& test, options o)
 {
-    accuracy_table accuracy;
-    const std::filesystem::path csv_file = o.out / "runs.csv";
-    std::ofstream csv = open_out(csv_file);
-    csv << "policy,ranks,seed,test_accuracy,train_loss,seconds\n";
-    const std::size_t total = o.seeds.size() * o.rank_counts.size() * o.policies.size();
-    std::size_t done = 0;
-    for (std::uint64_t seed : o.seeds)
-        for (std::uint64_t n : o.rank_counts) {
-            // One rank reduces one gradient to itself under every policy: one run for all.
-            const std::vector<std::string> runs = n == 1 ? std::vector<std::string>{"average"} : o.policies;
-            for (const std::string& policy : runs) {
-                o.seed = seed, o.ranks = int(n), o.policy = policy;
-                const outcome r = run_threads(train_set, test, o);
-                print_result(o, o.ranks, r);
-                const std::vector<std::string> as = n == 1 ? o.policies : std::vector<std::string>{policy};
-                for (const std::string& p : as) {
-                    accuracy[{p, n}].push_back(r.test_accuracy);
-                    csv << p << ',' << n << ',' << seed << ',' << r.test_accuracy << ',' << r.train_loss << ','
-                        << r.seconds << '\n';
-                    ++done;
-                }
-                std::printf("study: %zu of %zu results\n", done, total);
-            }
-        }
-    close_out(csv, csv_file);
-
-    const auto stats = [](const std::vector<double>& v) {
-        double sum = 0;
-        for (double a : v)
-            sum += a;
-        return std::tuple(100 * sum / double(v.size()), 100 * *std::min_element(v.begin(), v.end()),
-                          100 * *std::max_element(v.begin(), v.end()));
-    };
-    std::printf("\ntest accuracy (%%) after %d epochs, peak rate %g, batch %d per rank: mean (min..max) over "
-                "seeds",
-                o.epochs, o.lr, o.batch);
-    for (std::uint64_t seed : o.seeds)
-        std::printf(" %llu", static_cast<unsigned long long>(seed));
-    std::printf("\n\n| ranks |");
-    for (const std::string& p : o.policies)
-        std::printf(" %s |", policy_title(p));
-    std::printf("\n|---:|");
-    for (std::size_t k = 0; k < o.policies.size(); ++k)
-        std::printf("---|");
-    std::printf("\n");
-    for (std::uint64_t n : o.rank_counts) {
-        std::printf("| %llu |", static_cast<unsigned long long>(n));
-        for (const std::string& p : o.policies) {
-            const auto [mean, low, high] = stats(accuracy[{p, n}]);
-            std::printf(" %.2f (%.2f..%.2f) |", mean, low, high);
-        }
-        std::printf("\n");
-    }
-    write_accuracy_chart(accuracy, o);
+    const gradsync_examples::accuracy_setting setting{o.epochs, o.batch, o.lr, o.seeds, o.rank_counts, o.policies,
+                                                      o.out};
+    gradsync_examples::accuracy_study(setting, [&](const std::string& policy, int ranks, std::uint64_t seed) {
+        o.seed = seed, o.ranks = ranks, o.policy = policy;
+        const outcome r = run_threads(train_set, test, o);
+        print_result(o, o.ranks, r);
+        return gradsync_examples::run_outcome{r.test_accuracy, r.train_loss, r.seconds};
+    });
 }
 
 // The scheduling study over this communicator; rank 0 prints the table and writes profile.csv.
@@ -499,9 +398,9 @@ void schedule_with(Comm& comm, const images& train_set, const options& o)
                     plain_s / row.measured_s, ms(row.returned_s));
     }
     const std::filesystem::path file = o.out / "profile.csv";
-    std::ofstream out = open_out(file);
+    std::ofstream out = gradsync_examples::open_output(file);
     gradsync::planner::write_profile_csv(out, result.profile);
-    close_out(out, file);
+    gradsync_examples::close_output(out, file);
     std::printf("\nthe profile: %s\n", file.string().c_str());
 }
 
