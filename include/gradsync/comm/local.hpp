@@ -204,8 +204,10 @@ private:
             if (me.woken.wait_until(lock, next, settled))
                 return;
             lock.unlock();
+            // settled() again after the probe: the receive may have completed, and the peer
+            // moved on to its next call, since wait_until last looked.
             if (!op->is_send)
-                if (const int found = foreign_tag(*op); found >= 0) {
+                if (const int found = foreign_tag(*op); found >= 0 && !settled()) {
                     const std::string what = describe(*op);
                     const int peer = op->peer, tag = op->tag;
                     r.reset();

@@ -43,8 +43,13 @@ void poll_until_done(Test&& test, Probe&& probe, const wait_watch& watch, Fail&&
         if (watch.released && watch.released->load(std::memory_order_relaxed))
             fail(wait_end::released, -1, now - start);
         if (now >= next_probe) {
-            if (const int found = probe(); found >= 0)
+            // A foreign head is final only if the request is still open after the probe: it
+            // may have completed, and the peer moved on to its next call, since the last test.
+            if (const int found = probe(); found >= 0) {
+                if (test())
+                    return;
                 fail(wait_end::foreign, found, now - start);
+            }
             next_probe = now + probe_every;
         }
         if (watch.deadline.count() && now - start >= watch.deadline)
