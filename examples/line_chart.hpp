@@ -48,6 +48,7 @@ struct chart_series {
 struct line_chart {
     std::string title{}, x_label{}, y_label{};
     std::vector<double> x{}; // positive and increasing
+    std::vector<std::string> x_tick_labels{}; // the ticks' text ("4 KiB"); empty: the x values
     axis_scale y_scale = axis_scale::linear;
     // A fixed y axis (points outside it are drawn where they fall). Without it the axis spans
     // the values, whiskers and y_include, widened to round ticks: 1, 2 or 5 times a power of
@@ -90,6 +91,9 @@ inline void validate(const line_chart& chart)
             throw chart_error("x values must increase: x[" + std::to_string(i) + "] = " + number_text(x[i]) +
                               " follows x[" + std::to_string(i - 1) + "] = " + number_text(x[i - 1]));
     }
+    if (!chart.x_tick_labels.empty() && chart.x_tick_labels.size() != x.size())
+        throw chart_error(std::to_string(chart.x_tick_labels.size()) + " x tick labels for " +
+                          std::to_string(x.size()) + " x values");
     const bool log2 = chart.y_scale == axis_scale::log2;
     // NaN (a missing value) passes; where a value must be present the caller checks that.
     const auto check_y = [&](double v, const std::string& where) {
@@ -242,10 +246,17 @@ inline void write_line_chart_svg(std::ostream& out, const line_chart& chart)
         svg << "<line x1=\"" << left << "\" x2=\"" << right << "\" y1=\"" << py(y) << "\" y2=\"" << py(y)
             << "\" stroke=\"#ddd\"/>\n"
             << "<text x=\"" << left - 8 << "\" y=\"" << py(y) + 4 << "\" text-anchor=\"end\">" << y << "</text>\n";
-    for (double x : chart.x)
+    for (std::size_t k = 0; k < chart.x.size(); ++k) {
+        const double x = chart.x[k];
         svg << "<line x1=\"" << px(x) << "\" x2=\"" << px(x) << "\" y1=\"" << bottom << "\" y2=\"" << bottom + 5
             << "\" stroke=\"black\"/>\n"
-            << "<text x=\"" << px(x) << "\" y=\"" << bottom + 20 << "\" text-anchor=\"middle\">" << x << "</text>\n";
+            << "<text x=\"" << px(x) << "\" y=\"" << bottom + 20 << "\" text-anchor=\"middle\">";
+        if (chart.x_tick_labels.empty())
+            svg << x;
+        else
+            svg << xml_escape(chart.x_tick_labels[k]);
+        svg << "</text>\n";
+    }
     svg << "<line x1=\"" << left << "\" x2=\"" << right << "\" y1=\"" << bottom << "\" y2=\"" << bottom
         << "\" stroke=\"black\"/>\n"
         << "<line x1=\"" << left << "\" x2=\"" << left << "\" y1=\"" << top << "\" y2=\"" << bottom

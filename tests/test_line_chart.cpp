@@ -404,6 +404,18 @@ TEST_CASE("whiskers are drawn only where both ends are given and widen the autom
     CHECK(tick_values(all).front() <= 80.0);
 }
 
+TEST_CASE("x tick labels, when given, replace the x values under the ticks, escaped")
+{
+    line_chart chart = accuracy_chart();
+    chart.x_tick_labels = {"a", "b", "c & d", "e", "f"};
+    const std::vector<std::string> texts = text_of(parse_svg(svg_text(chart)));
+    const auto count = [&](const std::string& text) { return std::count(texts.begin(), texts.end(), text); };
+    for (const std::string& label : chart.x_tick_labels)
+        CHECK(count(label) == 1);
+    for (double x : chart.x)
+        CHECK(count(gradsync_examples::line_chart_detail::number_text(x)) == 0);
+}
+
 TEST_CASE("text and attribute values are escaped for XML")
 {
     line_chart chart = accuracy_chart();
@@ -463,6 +475,9 @@ TEST_CASE("bad input is refused with a message naming what is wrong")
         require_refused(chart, "x[3] is inf");
         chart.x = {1, 8, 4, 16, 32};
         require_refused(chart, "x values must increase: x[2] = 4 follows x[1] = 8");
+        chart.x = ranks;
+        chart.x_tick_labels = {"one", "two"};
+        require_refused(chart, "2 x tick labels for 5 x values");
     }
     SECTION("series lengths")
     {

@@ -1,0 +1,339 @@
+// gradsync over gloo_communicator against Gloo's own allreduce algorithms, on one host:
+//   bench_allreduce_gloo [--ranks N] [--csv FILE] [--svg FILE] [benchmark flags]
+// The program forks its other ranks (2 by default) before anything starts; they meet
+// through a file store in a scratch directory, each side on a Gloo context of its own (the
+// classic algorithms resize their sockets' buffers), all over loopback TCP. Sides, on the
+// same buffer, Sum, fp32 then fp16, 4 KiB ... 256 MiB:
+//   gradsync_automatic, gradsync_ring, gradsync_recursive_halving  a persistent reducer;
+//   gloo_ring, gloo_ring_chunked, gloo_halving_doubling, gloo_bcube  the classic algorithm
+//       objects (gloo::AllreduceRing and the others), built once per run;
+//   gloo_allreduce_ring, gloo_allreduce_bcube  gloo::allreduce with options built once.
+// Before timing, every side's result on integer data is checked against the exact sum.
+// Rank 0 reports: medians of GRADSYNC_BENCH_REPS (5) interleaved repetitions, and per size
+// the best Gloo side against gradsync_automatic; --csv writes every median, --svg the bus
+// bandwidth of every side against size.
+#include <gloo/allreduce.h>
+#include <gloo/allreduce_bcube.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/types.h>
+
+#include <gradsync/comm/gloo.hpp>
+#include <gradsync/comm/gloo_rendezvous.hpp>
+#include <gradsync/gradsync.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "line_chart.hpp"
+#include "median_table.hpp"
+
+namespace {
+
+static_assert(sizeof(gloo::float16) == sizeof(gradsync::half));
+
+int rank_ = 0, ranks_ = 2;
+std::vector<std::byte> storage; // the buffer every side reduces in place
+std::shared_ptr<gloo::Context> control;
+std::map<std::string, std::shared_ptr<gloo::Context>> contexts; // one per side
+std::unique_ptr<gradsync::gloo_communicator> comm;
+
+void barrier()
+{
+    gloo::BarrierOptions o(control);
+    gloo::barrier(o);
+}
+
+template <class T>
+T* data() { return reinterpret_cast<T*>(storage.data()); }
+
+// A side: prepares for `count` elements of T (outside the timing), returns the call to time.
+using side_fn = std::function<std::function<void()>(std::size_t count, bool half)>;
+
+template <class Algorithm>
+side_fn gradsync_side()
+{
+    return [](std::size_t count, bool half) -> std::function<void()> {
+        if (half) {
+            auto r = std::make_shared<gradsync::reducer<gradsync::half, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count);
+            return [r, count] { (*r)(std::span<gradsync::half>(data<gradsync::half>(), count)); };
+        }
+        auto r = std::make_shared<gradsync::reducer<float, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count);
+        return [r, count] { (*r)(std::span<float>(data<float>(), count)); };
+    };
+}
+
+template <template <class> class Classic>
+side_fn classic_side(const std::string& name)
+{
+    return [name](std::size_t count, bool half) -> std::function<void()> {
+        const auto& context = contexts.at(name);
+        if (half) {
+            auto a = std::make_shared<Classic<gloo::float16>>(context, std::vector<gloo::float16*>{data<gloo::float16>()}, int(count));
+            return [a] { a->run(); };
+        }
+        auto a = std::make_shared<Classic<float>>(context, std::vector<float*>{data<float>()}, int(count));
+        return [a] { a->run(); };
+    };
+}
+
+side_fn collective_side(const std::string& name, gloo::AllreduceOptions::Algorithm algorithm)
+{
+    return [name, algorithm](std::size_t count, bool half) -> std::function<void()> {
+        auto o = std::make_shared<gloo::AllreduceOptions>(contexts.at(name));
+        o->setAlgorithm(algorithm);
+        o->setTag(7);
+        if (half) {
+            o->setOutput(data<gloo::float16>(), count);
+            o->setReduceFunction([](void* c, const void* a, const void* b, std::size_t n) { gloo::sum<gloo::float16>(c, a, b, n); });
+        } else {
+            o->setOutput(data<float>(), count);
+            o->setReduceFunction([](void* c, const void* a, const void* b, std::size_t n) { gloo::sum<float>(c, a, b, n); });
+        }
+        return [o] { gloo::allreduce(*o); };
+    };
+}
+
+struct side {
+    std::string name;
+    side_fn make;
+    bool gloo;
+};
+
+std::vector<side> all_sides()
+{
+    using A = gloo::AllreduceOptions::Algorithm;
+    return {{"gradsync_automatic", gradsync_side<gradsync::automatic>(), false},
+            {"gradsync_ring", gradsync_side<gradsync::ring>(), false},
+            {"gradsync_recursive_halving", gradsync_side<gradsync::recursive_halving>(), false},
+            {"gloo_ring", classic_side<gloo::AllreduceRing>("gloo_ring"), true},
+            {"gloo_ring_chunked", classic_side<gloo::AllreduceRingChunked>("gloo_ring_chunked"), true},
+            {"gloo_halving_doubling", classic_side<gloo::AllreduceHalvingDoubling>("gloo_halving_doubling"), true},
+            {"gloo_bcube", classic_side<gloo::AllreduceBcube>("gloo_bcube"), true},
+            {"gloo_allreduce_ring", collective_side("gloo_allreduce_ring", A::RING), true},
+            {"gloo_allreduce_bcube", collective_side("gloo_allreduce_bcube", A::BCUBE), true}};
+}
+
+// Rank r's element i: small integers, so that every sum is exact in fp16 too.
+float input(int r, std::size_t i) { return float((i * 7 + std::size_t(r) * 3) % 11); }
+
+template <class T>
+void fill(std::size_t count)
+{
+    for (std::size_t i = 0; i < count; ++i)
+        data<T>()[i] = T(input(rank_, i));
+}
+
+template <class T>
+bool exact(std::size_t count)
+{
+    for (std::size_t i = 0; i < count; ++i) {
+        float want = 0;
+        for (int r = 0; r < ranks_; ++r)
+            want += input(r, i);
+        if (float(data<T>()[i]) != want)
+            return false;
+    }
+    return true;
+}
+
+// One check per side and type, on 1 MiB + a few elements (several segments, uneven blocks).
+void check_sides(const std::vector<side>& sides)
+{
+    const std::size_t count = (std::size_t(1) << 18) + 77;
+    for (const side& s : sides)
+        for (bool half : {false, true}) {
+            half ? fill<gradsync::half>(count) : fill<float>(count);
+            barrier();
+            s.make(count, half)();
+            const bool ok = half ? exact<gradsync::half>(count) : exact<float>(count);
+            if (!ok) {
+                std::fprintf(stderr, "rank %d: %s (%s) gave a wrong sum\n", rank_, s.name.c_str(), half ? "fp16" : "fp32");
+                std::exit(1);
+            }
+        }
+}
+
+// Untimed calls first, as many as the timed ones (at least 10): a size's first calls run
+// slower, and they would favour whichever side is not first.
+void run_side(benchmark::State& state, const side& s, std::size_t bytes, bool half)
+{
+    const std::function<void()> call = s.make(bytes / (half ? 2 : 4), half);
+    for (benchmark::IterationCount i = 0; i < std::max<benchmark::IterationCount>(10, state.max_iterations); ++i)
+        call();
+    barrier();
+    for (auto _ : state)
+        call();
+}
+
+class null_reporter : public benchmark::BenchmarkReporter {
+public:
+    bool ReportContext(const Context&) override { return true; }
+    void ReportRuns(const std::vector<Run>&) override {}
+};
+
+std::string option(int& argc, char** argv, const std::string& flag)
+{
+    for (int i = 1; i + 1 < argc; ++i)
+        if (argv[i] == flag) {
+            const std::string value = argv[i + 1];
+            std::copy(argv + i + 2, argv + argc, argv + i);
+            argc -= 2;
+            return value;
+        }
+    return "";
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    if (const std::string n = option(argc, argv, "--ranks"); !n.empty())
+        ranks_ = std::max(2, std::atoi(n.c_str()));
+    const std::string csv = option(argc, argv, "--csv"), svg = option(argc, argv, "--svg");
+    const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
+    const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 5;
+
+    char dir_template[] = "/tmp/gradsync-bench-gloo-XXXXXX";
+    if (!::mkdtemp(dir_template)) {
+        std::perror("mkdtemp");
+        return 1;
+    }
+    const std::string dir = dir_template;
+    std::vector<pid_t> children;
+    for (int r = 1; r < ranks_; ++r) {
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            rank_ = r;
+            children.clear();
+            break;
+        }
+        children.push_back(pid);
+    }
+
+    const std::vector<side> sides = all_sides();
+    {
+        gloo::rendezvous::FileStore store(dir);
+        gradsync::gloo_connect_options o;
+        o.timeout = std::chrono::seconds(120);
+        o.prefix = "control";
+        control = gradsync::gloo_connect(store, rank_, ranks_, o);
+        o.prefix = "gradsync";
+        comm = std::make_unique<gradsync::gloo_communicator>(gradsync::gloo_connect(store, rank_, ranks_, o));
+        for (const side& s : sides)
+            if (s.gloo) {
+                o.prefix = s.name;
+                contexts[s.name] = gradsync::gloo_connect(store, rank_, ranks_, o);
+            }
+    }
+
+    std::vector<std::size_t> sizes;
+    for (std::size_t b = 4096; b <= (std::size_t(256) << 20); b *= b < (std::size_t(16) << 20) ? 2 : 4)
+        sizes.push_back(b);
+    storage.assign(sizes.back(), std::byte(0));
+    check_sides(sides);
+    std::fill(storage.begin(), storage.end(), std::byte(0));
+
+    for (int rep = 0; rep < reps; ++rep)
+        for (bool half : {false, true})
+            for (std::size_t bytes : sizes)
+                for (const side& s : sides)
+                    benchmark::RegisterBenchmark(
+                        gradsync_bench::bench_name(s.name + (half ? "_fp16" : "_fp32"), bytes, rep).c_str(),
+                        [&s, bytes, half](benchmark::State& st) { run_side(st, s, bytes, half); })
+                        ->Iterations(gradsync_bench::iterations_for(bytes, 1e9, 60e-6, 0.05))
+                        ->Unit(benchmark::kMicrosecond)
+                        ->UseRealTime();
+    benchmark::Initialize(&argc, argv);
+    if (rank_ != 0) {
+        null_reporter quiet;
+        benchmark::RunSpecifiedBenchmarks(&quiet);
+    } else {
+        gradsync_bench::median_table table;
+        benchmark::RunSpecifiedBenchmarks(&table);
+        const double bus = 2.0 * (ranks_ - 1) / ranks_;
+        std::ofstream csv_out;
+        if (!csv.empty()) {
+            csv_out.open(csv);
+            csv_out << "type,side,bytes,median_s,busbw_GBps\n";
+        }
+        gradsync_examples::line_chart chart;
+        chart.title = std::to_string(ranks_) + " ranks over loopback TCP: gradsync over Gloo against Gloo's algorithms";
+        chart.x_label = "message size (fp32 and fp16, Sum)";
+        chart.y_label = "bus bandwidth, GB/s";
+        chart.y_scale = gradsync_examples::axis_scale::log2;
+        for (std::size_t b : sizes) {
+            chart.x.push_back(double(b));
+            chart.x_tick_labels.push_back(gradsync_bench::size_text(b));
+        }
+        const char* palette[] = {"#d62728", "#ff7f0e", "#bcbd22", "#1f77b4", "#17becf", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f"};
+        for (bool half : {false, true}) {
+            const std::string type = half ? "fp16" : "fp32";
+            std::vector<std::string> names;
+            for (const side& s : sides)
+                names.push_back(s.name + "_" + type);
+            std::printf("\n%d ranks, %s Sum", ranks_, type.c_str());
+            table.print(names, "gradsync_automatic_" + type, sizes, bus);
+            std::printf("\n%s: best Gloo side against gradsync_automatic (ratio > 1: gradsync is faster)\n", type.c_str());
+            std::printf("%-9s %-24s %12s %12s %8s\n", "size", "best Gloo side", "gloo_us", "gradsync_us", "ratio");
+            for (std::size_t b : sizes) {
+                std::string best;
+                double best_t = 0;
+                for (const side& s : sides)
+                    if (s.gloo) {
+                        const double t = table.median(s.name + "_" + type, b);
+                        if (t > 0 && (best.empty() || t < best_t))
+                            best = s.name, best_t = t;
+                    }
+                const double g = table.median("gradsync_automatic_" + type, b);
+                if (best.empty() || g <= 0)
+                    continue;
+                std::printf("%-9s %-24s %12.2f %12.2f %8.3f\n", gradsync_bench::size_text(b).c_str(), best.c_str(),
+                            best_t * 1e6, g * 1e6, g > 0 ? best_t / g : 0.0);
+            }
+            for (std::size_t k = 0; k < sides.size(); ++k) {
+                gradsync_examples::chart_series series{.name = sides[k].name + " " + type, .colour = palette[k % 9],
+                                                       .dashed = half};
+                for (std::size_t b : sizes) {
+                    const double t = table.median(names[k], b);
+                    const double busbw = t > 0 ? double(b) / t * 1e-9 * bus : 0.0;
+                    series.y.push_back(t > 0 ? busbw : std::nan(""));
+                    if (csv_out)
+                        csv_out << type << ',' << sides[k].name << ',' << b << ',' << t << ',' << busbw << '\n';
+                }
+                chart.series.push_back(std::move(series));
+            }
+        }
+        if (!svg.empty()) {
+            std::ofstream out(svg);
+            gradsync_examples::write_line_chart_svg(out, chart);
+        }
+    }
+    comm.reset();
+    contexts.clear();
+    control.reset();
+    for (pid_t pid : children) {
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+    }
+    if (rank_ == 0)
+        std::filesystem::remove_all(dir);
+    return 0;
+}

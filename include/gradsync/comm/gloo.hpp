@@ -1,0 +1,376 @@
+// gloo_communicator: the communicator concept over a gloo::Context's unbound buffers (Gloo's
+// TCP or libuv transport), for clusters without MPI and for PyTorch's CPU processes.
+//
+// Rendezvous is Gloo's: the caller builds and connects the context (a
+// gloo::rendezvous::FileStore on one host or a shared file system, a TCP or Redis store for
+// several hosts, wrapped in a PrefixStore per job) and hands it over; docs/gloo.md shows both.
+//
+// Messages: a send is unbound_buffer::send(peer, slot) of the caller's bytes, a receive
+// unbound_buffer::recv(peer, slot) into the caller's bytes; nothing is copied. Gloo matches a
+// pair's messages of one slot in posting order, which is the concept's non-overtaking rule.
+// A slot is, from the top: the prefix byte (gloo_options::slot_prefix; Gloo's collectives use
+// 0x00 to 0x08), a 24-bit digest of the byte count, and the 32-bit tag. Gloo reports no byte
+// count when a receive completes, so the count is part of the match: a message of another
+// size never lands in a receive, which waits, and ends in deadline_error like any message
+// that is not coming (docs/gloo.md, "Sizes").
+//
+// Buffers: every unbound buffer costs a wait for Gloo's network thread when it is destroyed,
+// so each (address, size) keeps its buffers in a pool for the communicator's life, one
+// pending operation each; a reducer, whose buffers do not move, creates none after its first
+// call. The pool holds at most gloo_options::pool_limit buffers: above it the idle ones go.
+//
+// Failure: Gloo's exceptions become communication_errors naming the operation, the peer and
+// Gloo's message; a wait longer than gloo_options::deadline (zero: the context's timeout) is
+// a deadline_error. Gloo then closes every connection of the context, so the peers' waits
+// fail too instead of hanging, and this communicator refuses further posts. Gloo cannot
+// cancel: a request dropped before its wait, or a wait ended by release(), closes the pair
+// to its peer, so nothing lands in the buffer later.
+#pragma once
+
+#include <gloo/context.h>
+#include <gloo/transport/pair.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <gradsync/communicator.hpp>
+#include <gradsync/error.hpp>
+#include <gradsync/tags.hpp>
+
+#include <unistd.h> // gethostname
+
+namespace gradsync {
+
+struct gloo_options {
+    // Longest time one wait() may block; zero: the context's timeout (gloo::Context::setTimeout).
+    std::chrono::milliseconds deadline{0};
+    // The top byte of every slot; communicators sharing a context need different ones.
+    std::uint8_t slot_prefix = 0x67;
+    // Most unbound buffers kept for reuse.
+    std::size_t pool_limit = 4096;
+};
+
+namespace detail {
+
+// One pooled unbound buffer over [address, address + size).
+struct gloo_buffer {
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+    const std::byte* address = nullptr;
+    std::size_t size = 0;
+    bool busy = false;  // an operation is pending on it
+    bool stale = false; // an operation was left pending: never reused
+};
+
+struct gloo_key {
+    const std::byte* address;
+    std::size_t size;
+    bool operator==(const gloo_key&) const = default;
+};
+
+struct gloo_key_hash {
+    std::size_t operator()(const gloo_key& k) const noexcept
+    {
+        return std::hash<const void*>{}(k.address) ^ (std::hash<std::size_t>{}(k.size) * 0x9e3779b97f4a7c15ULL);
+    }
+};
+
+// 24 bits that change with every bit of a byte count (a 64-bit mix, then the top bits).
+constexpr std::uint64_t size_digest(std::size_t bytes) noexcept
+{
+    std::uint64_t x = std::uint64_t(bytes) + 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return (x ^ (x >> 31)) >> 40;
+}
+
+} // namespace detail
+
+class gloo_communicator {
+public:
+    class request {
+    public:
+        request() = default;
+        request(request&& o) noexcept { take(o); }
+        request& operator=(request&& o) noexcept
+        {
+            if (this != &o) {
+                reset();
+                take(o);
+            }
+            return *this;
+        }
+        ~request() { reset(); }
+
+    private:
+        friend class gloo_communicator;
+
+        void take(request& o) noexcept
+        {
+            comm_ = o.comm_;
+            buffer_ = std::exchange(o.buffer_, nullptr);
+            send_ = o.send_;
+            peer_ = o.peer_;
+            tag_ = o.tag_;
+        }
+
+        void reset() noexcept
+        {
+            if (buffer_)
+                comm_->abandon(std::exchange(buffer_, nullptr), peer_, "a request was dropped before its wait");
+        }
+
+        gloo_communicator* comm_ = nullptr;
+        detail::gloo_buffer* buffer_ = nullptr;
+        bool send_ = false;
+        int peer_ = 0;
+        int tag_ = 0;
+    };
+
+    explicit gloo_communicator(std::shared_ptr<gloo::Context> context, gloo_options options = {})
+        : context_(std::move(context)), options_(options)
+    {
+        if (!context_)
+            throw usage_error("gradsync::gloo_communicator: the context is null");
+        if (options_.deadline.count() < 0)
+            throw usage_error("gradsync::gloo_communicator: the deadline must not be negative");
+        if (options_.slot_prefix == 0 || options_.slot_prefix <= 0x08)
+            throw usage_error("gradsync::gloo_communicator: slot_prefix " + std::to_string(options_.slot_prefix) +
+                              " is one of Gloo's own (0 to 8)");
+        if (options_.pool_limit == 0)
+            throw usage_error("gradsync::gloo_communicator: pool_limit must be at least 1");
+        rank_ = context_->rank;
+        size_ = context_->size;
+    }
+
+    gloo_communicator(const gloo_communicator&) = delete;
+    gloo_communicator& operator=(const gloo_communicator&) = delete;
+
+    int rank() const noexcept { return rank_; }
+    int size() const noexcept { return size_; }
+    // The slot carries 32 bits of tag: every stamp bit (tags.hpp) fits.
+    int tag_limit() const noexcept { return INT_MAX; }
+    const gloo_options& options() const noexcept { return options_; }
+    const std::shared_ptr<gloo::Context>& context() const noexcept { return context_; }
+    // Unbound buffers held for reuse, busy or idle.
+    std::size_t pooled() const noexcept { return pool_.size(); }
+
+    // Ranks per node (hierarchical{.ranks_per_node = 0}); collective. The ranks exchange host
+    // names on the agreement check's tag (both run while a plan is built, in the same order on
+    // every rank): nodes must hold equal numbers of consecutive ranks, otherwise every rank
+    // throws usage_error.
+    int ranks_per_node()
+    {
+        using name = std::array<char, 256>;
+        std::vector<name> names(std::size_t(size_), name{});
+        ::gethostname(names[std::size_t(rank_)].data(), names[std::size_t(rank_)].size() - 1);
+        std::vector<request> q;
+        q.reserve(2 * std::size_t(size_));
+        for (int p = 0; p < size_; ++p)
+            if (p != rank_) {
+                q.push_back(irecv(std::as_writable_bytes(std::span(names[std::size_t(p)])), p, tags::agreement));
+                q.push_back(isend(std::as_bytes(std::span(names[std::size_t(rank_)])), p, tags::agreement));
+            }
+        for (request& r : q)
+            wait(r);
+        int k = 1;
+        while (k < size_ && names[std::size_t(k)] == names[0])
+            ++k;
+        bool even = size_ % k == 0;
+        for (int p = 0; even && p < size_; ++p) // each block of k one host, no host in two blocks
+            for (int q = 0; even && q < size_; q += k)
+                even = (names[std::size_t(p)] == names[std::size_t(q)]) == (p / k == q / k);
+        if (!even)
+            throw usage_error(prefix() + "nodes do not hold equal numbers of consecutive ranks; give "
+                                         "hierarchical{.ranks_per_node} explicitly");
+        return k;
+    }
+
+    // Ends every wait, now and later, with aborted_error (communicator.hpp); any thread.
+    void release() noexcept
+    {
+        released_.store(true);
+        std::lock_guard lock(waiting_mutex_);
+        if (waiting_) {
+            waiting_->abortWaitRecv();
+            waiting_->abortWaitSend();
+        }
+    }
+
+    request isend(std::span<const std::byte> data, int peer, int tag)
+    {
+        return post(true, const_cast<std::byte*>(data.data()), data.size(), peer, tag);
+    }
+
+    request irecv(std::span<std::byte> data, int peer, int tag)
+    {
+        return post(false, data.data(), data.size(), peer, tag);
+    }
+
+    void wait(request& r)
+    {
+        detail::gloo_buffer* b = r.buffer_;
+        if (!b)
+            return;
+        const std::string what = describe(r.send_, b->size, r.peer_, r.tag_);
+        const std::chrono::milliseconds timeout =
+            options_.deadline.count() ? options_.deadline : context_->getTimeout();
+        bool done = false;
+        {
+            std::lock_guard lock(waiting_mutex_);
+            waiting_ = b->buffer.get();
+        }
+        try {
+            if (!released_.load())
+                done = r.send_ ? b->buffer->waitSend(nullptr, timeout) : b->buffer->waitRecv(nullptr, timeout);
+        } catch (const std::exception& e) {
+            clear_waiting();
+            r.buffer_ = nullptr;
+            b->stale = true;
+            const std::string gloo = e.what();
+            if (gloo.find("Timed out") != std::string::npos) {
+                const std::string why = what + " did not complete within the deadline of " + seconds(timeout) +
+                    " s: the peer is late, gone, at another call, or sent another size; Gloo closed the "
+                    "context's connections";
+                fail(why);
+                throw deadline_error(prefix() + why);
+            }
+            const std::string why = what + " failed: " + gloo;
+            fail(why);
+            throw communication_error(prefix() + why);
+        }
+        clear_waiting();
+        if (!done) {
+            r.buffer_ = nullptr;
+            abandon(b, r.peer_, "a wait was released");
+            throw aborted_error(prefix() + what + " was released");
+        }
+        r.buffer_ = nullptr;
+        b->busy = false;
+    }
+
+private:
+    request post(bool send, std::byte* p, std::size_t n, int peer, int tag)
+    {
+        const char* call = send ? "isend" : "irecv";
+        if (tag < 0)
+            throw usage_error(prefix() + call + ": tag " + std::to_string(tag) + " is negative");
+        if (peer < 0 || peer >= size_ || peer == rank_)
+            throw usage_error(prefix() + call + " to peer " + std::to_string(peer) + ": " +
+                              (peer == rank_ ? "Gloo has no pair from a rank to itself" : "out of range"));
+        if (released_.load())
+            throw aborted_error(prefix() + call + " refused: the communicator was released");
+        if (!failure_.empty())
+            throw communication_error(prefix() + call + " refused: the communicator failed earlier: " + failure_);
+        detail::gloo_buffer* b = acquire(p, n);
+        const std::uint64_t slot = (std::uint64_t(options_.slot_prefix) << 56) | (detail::size_digest(n) << 32) |
+            std::uint64_t(std::uint32_t(tag));
+        try {
+            if (send)
+                b->buffer->send(peer, slot, 0, n);
+            else
+                b->buffer->recv(peer, slot, 0, n);
+        } catch (const std::exception& e) {
+            b->stale = true;
+            const std::string why = describe(send, n, peer, tag) + " could not start: " + e.what();
+            fail(why);
+            throw communication_error(prefix() + why);
+        }
+        b->busy = true;
+        request r;
+        r.comm_ = this;
+        r.buffer_ = b;
+        r.send_ = send;
+        r.peer_ = peer;
+        r.tag_ = tag;
+        return r;
+    }
+
+    // An idle pooled buffer over exactly [p, p + n), or a new one.
+    detail::gloo_buffer* acquire(std::byte* p, std::size_t n)
+    {
+        const detail::gloo_key key{p, n};
+        auto [first, last] = pool_.equal_range(key);
+        for (auto it = first; it != last; ++it)
+            if (!it->second->busy && !it->second->stale)
+                return it->second.get();
+        if (pool_.size() >= options_.pool_limit)
+            std::erase_if(pool_, [](const auto& e) { return !e.second->busy && !e.second->stale; });
+        auto b = std::make_unique<detail::gloo_buffer>();
+        try {
+            b->buffer = context_->createUnboundBuffer(p, n);
+        } catch (const std::exception& e) {
+            throw communication_error(prefix() + "creating an unbound buffer of " + std::to_string(n) +
+                                      " bytes failed: " + e.what());
+        }
+        b->address = p;
+        b->size = n;
+        return pool_.emplace(key, std::move(b))->second.get();
+    }
+
+    // b's operation stays pending in Gloo, which cannot cancel it: closing the pair to the
+    // peer guarantees nothing lands in b's memory later, and fails the peer's waits.
+    void abandon(detail::gloo_buffer* b, int peer, const char* why) noexcept
+    {
+        b->stale = true;
+        fail(std::string(why) + " (rank " + std::to_string(peer) + ")");
+        try {
+            if (auto& pair = context_->getPair(peer))
+                pair->close();
+        } catch (...) {
+        }
+    }
+
+    void clear_waiting() noexcept
+    {
+        std::lock_guard lock(waiting_mutex_);
+        waiting_ = nullptr;
+    }
+
+    void fail(const std::string& why) noexcept
+    {
+        if (failure_.empty()) {
+            try {
+                failure_ = why;
+            } catch (...) {
+            }
+        }
+    }
+
+    std::string prefix() const { return "gradsync::gloo_communicator (" + where(*this) + "): "; }
+
+    static std::string describe(bool send, std::size_t bytes, int peer, int tag)
+    {
+        return std::string(send ? "a send of " : "a receive of ") + std::to_string(bytes) + " bytes " +
+            (send ? "to" : "from") + " rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")";
+    }
+
+    static std::string seconds(std::chrono::milliseconds t)
+    {
+        return std::to_string(std::chrono::duration<double>(t).count());
+    }
+
+    std::shared_ptr<gloo::Context> context_;
+    gloo_options options_;
+    int rank_ = 0, size_ = 1;
+    std::unordered_multimap<detail::gloo_key, std::unique_ptr<detail::gloo_buffer>, detail::gloo_key_hash> pool_;
+    std::string failure_; // the first failure; posts are refused after it
+    std::atomic<bool> released_{false};
+    std::mutex waiting_mutex_; // guards waiting_ against release() from another thread
+    gloo::transport::UnboundBuffer* waiting_ = nullptr;
+};
+
+} // namespace gradsync

@@ -1,0 +1,311 @@
+// gloo_communicator without MPI: what needs processes that die, stall or share a context.
+// Each case forks its other ranks before any Gloo object exists (a rank is a process, as in a
+// real job); they meet through a file store in a scratch directory. A child reports by its
+// exit status and, on failure, a line on stderr; the parent, rank 0, checks its own outcome
+// with Catch and every child's status. A child that outlives the case's time is killed and
+// fails it: nothing here can hang.
+#include <catch2/catch.hpp>
+
+#include <gloo/rendezvous/file_store.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gradsync/comm/gloo.hpp>
+#include <gradsync/comm/gloo_rendezvous.hpp>
+#include <gradsync/gradsync.hpp>
+
+#include "reference.hpp"
+#include "scratch_dir.hpp"
+
+namespace {
+
+using std::chrono::milliseconds;
+using gradsync::gloo_communicator;
+
+// The outcome of one rank's body: empty when it did what the case expects.
+using outcome = std::string;
+// Joins the case's context.
+using connector = std::function<std::shared_ptr<gloo::Context>(gradsync::gloo_connect_options)>;
+
+// Runs body(rank, connect) on ranks 0..n-1, rank 0 here and the others in child processes.
+// Returns rank 0's outcome, then the children's ("" each when it exited 0).
+std::vector<outcome> run_ranks(int n, const std::function<outcome(int, const connector&)>& body,
+                               std::chrono::seconds limit = std::chrono::seconds(60))
+{
+    gradsync_test::scratch_dir dir("gradsync_gloo_");
+    const std::string store_path = dir.path().string();
+    std::vector<pid_t> children;
+    auto make_connect = [&](int rank) -> connector {
+        return [store_path, rank, n](gradsync::gloo_connect_options o) {
+            gloo::rendezvous::FileStore store(store_path);
+            return gradsync::gloo_connect(store, rank, n, o);
+        };
+    };
+    auto guarded = [&](int rank) {
+        try {
+            return body(rank, make_connect(rank));
+        } catch (const std::exception& e) {
+            return outcome("unexpected exception: ") + e.what();
+        }
+    };
+    for (int r = 1; r < n; ++r) {
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            const outcome o = guarded(r);
+            if (!o.empty())
+                std::fprintf(stderr, "rank %d: %s\n", r, o.c_str());
+            std::fflush(stderr);
+            ::_exit(o.empty() ? 0 : 1);
+        }
+        children.push_back(pid);
+    }
+    std::vector<outcome> out{guarded(0)};
+    const auto until = std::chrono::steady_clock::now() + limit;
+    for (std::size_t i = 0; i < children.size(); ++i) {
+        int status = 0;
+        pid_t done = 0;
+        while ((done = ::waitpid(children[i], &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(milliseconds(10));
+        const std::string rank = "rank " + std::to_string(i + 1);
+        if (done == 0) {
+            ::kill(children[i], SIGKILL);
+            ::waitpid(children[i], &status, 0);
+            out.push_back(rank + " was still running after the case's time and was killed");
+        } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            out.push_back(rank + " failed (see its line on stderr)");
+        } else {
+            out.push_back("");
+        }
+    }
+    return out;
+}
+
+gradsync::gloo_connect_options timeout_of(milliseconds t)
+{
+    gradsync::gloo_connect_options o;
+    o.timeout = t;
+    return o;
+}
+
+// What f threw, as "kind: message", or "" if it returned.
+template <class F>
+std::string thrown(F&& f)
+{
+    try {
+        f();
+        return "";
+    } catch (const gradsync::aborted_error& e) {
+        return std::string("aborted_error: ") + e.what();
+    } catch (const gradsync::deadline_error& e) {
+        return std::string("deadline_error: ") + e.what();
+    } catch (const gradsync::communication_error& e) {
+        return std::string("communication_error: ") + e.what();
+    } catch (const gradsync::usage_error& e) {
+        return std::string("usage_error: ") + e.what();
+    } catch (const std::exception& e) {
+        return std::string("other: ") + e.what();
+    }
+}
+
+// Returns once every rank has connected: a rank that closes a pair earlier would fail a
+// peer's gloo_connect instead of the call under test.
+void connected(gloo_communicator& comm)
+{
+    std::vector<float> one(1, 1.0f);
+    gradsync::allreduce(comm, std::span<float>(one), gradsync::sum{}, gradsync::ring{}, std::span<const std::size_t>());
+}
+
+bool starts(const std::string& s, const std::string& head) { return s.rfind(head, 0) == 0; }
+
+void check_all(const std::vector<outcome>& out)
+{
+    for (std::size_t r = 0; r < out.size(); ++r) {
+        INFO("rank " << r);
+        CHECK(out[r] == "");
+    }
+}
+
+} // namespace
+
+TEST_CASE("a rank that dies leaves the others a communication_error, long before the timeout", "[gloo]")
+{
+    // Three ranks; rank 2 exits once connected, while ranks 0 and 1 run a ring allreduce that
+    // needs it. With a minute of timeout, the dead socket must end their waits, not the clock.
+    const auto out = run_ranks(3, [](int rank, const connector& connect) -> outcome {
+        gloo_communicator comm(connect(timeout_of(milliseconds(60000))));
+        connected(comm);
+        if (rank == 2)
+            ::_exit(0);
+        std::vector<float> data(100000, 1.0f);
+        const auto start = std::chrono::steady_clock::now();
+        const std::string e = thrown([&] {
+            gradsync::allreduce(comm, std::span<float>(data), gradsync::sum{}, gradsync::ring{},
+                                std::span<const std::size_t>());
+        });
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (!starts(e, "communication_error: "))
+            return "expected a communication_error, got \"" + e + "\" after " + std::to_string(s) + " s";
+        return "";
+    });
+    check_all(out);
+}
+
+TEST_CASE("release() from another thread ends a wait in aborted_error, and the peer's in an error", "[gloo]")
+{
+    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
+        gloo_communicator comm(connect(timeout_of(milliseconds(30000))));
+        connected(comm);
+        std::vector<std::byte> buf(64);
+        if (rank == 1) { // waits for a message rank 0 never sends; rank 0's release closes the pair
+            const std::string e = thrown([&] {
+                auto q = comm.irecv(std::span<std::byte>(buf), 0, 3);
+                comm.wait(q);
+            });
+            return starts(e, "communication_error: ") ? "" : "rank 1 expected a communication_error, got \"" + e + "\"";
+        }
+        const auto start = std::chrono::steady_clock::now();
+        std::thread releaser([&] {
+            std::this_thread::sleep_for(milliseconds(200));
+            comm.release();
+        });
+        const std::string e = thrown([&] {
+            auto q = comm.irecv(std::span<std::byte>(buf), 1, 4);
+            comm.wait(q);
+        });
+        releaser.join();
+        const auto waited = std::chrono::steady_clock::now() - start;
+        if (!starts(e, "aborted_error: ") || e.find("released") == std::string::npos)
+            return "expected aborted_error naming the release, got \"" + e + "\"";
+        if (waited < milliseconds(200))
+            return "the wait ended before the release";
+        const std::string later = thrown([&] { auto q = comm.isend(std::span<const std::byte>(buf), 1, 5); });
+        return starts(later, "aborted_error: ") ? "" : "a post after release() gave \"" + later + "\"";
+    });
+    check_all(out);
+}
+
+TEST_CASE("a request dropped before its wait fails the communicator and its peer, and nothing lands later", "[gloo]")
+{
+    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
+        gloo_communicator comm(connect(timeout_of(milliseconds(30000))));
+        connected(comm);
+        std::vector<std::byte> buf(64, std::byte(7));
+        if (rank == 0) {
+            { auto dropped = comm.irecv(std::span<std::byte>(buf), 1, 9); }
+            const std::string later = thrown([&] { auto q = comm.isend(std::span<const std::byte>(buf), 1, 10); });
+            if (!starts(later, "communication_error: ") || later.find("dropped") == std::string::npos)
+                return "a post after a dropped request gave \"" + later + "\"";
+            return "";
+        }
+        // Rank 1 sends what the dropped receive asked for, then waits on a receive: both must
+        // end in an error, since rank 0 closed the pair.
+        const std::string e = thrown([&] {
+            auto s = comm.isend(std::span<const std::byte>(buf), 0, 9);
+            auto q = comm.irecv(std::span<std::byte>(buf), 0, 11);
+            comm.wait(q);
+            comm.wait(s);
+        });
+        return starts(e, "communication_error: ") ? "" : "rank 1 expected a communication_error, got \"" + e + "\"";
+    });
+    check_all(out);
+}
+
+TEST_CASE("two communicators on one context, with different slot prefixes, never take each other's messages",
+          "[gloo]")
+{
+    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
+        auto context = connect(timeout_of(milliseconds(30000)));
+        gloo_communicator a(context, {.slot_prefix = 0x67}), b(context, {.slot_prefix = 0x68});
+        std::vector<std::byte> x(1000), y(1000);
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            x[i] = rank == 0 ? std::byte(ref::key(1, 0, i)) : std::byte(0);
+            y[i] = rank == 0 ? std::byte(ref::key(2, 0, i)) : std::byte(0);
+        }
+        if (rank == 0) { // same tag, same size: only the prefix tells them apart
+            auto sa = a.isend(std::span<const std::byte>(x), 1, 1);
+            auto sb = b.isend(std::span<const std::byte>(y), 1, 1);
+            a.wait(sa);
+            b.wait(sb);
+            return "";
+        }
+        auto rb = b.irecv(std::span<std::byte>(y), 0, 1); // posted first, must still get b's
+        auto ra = a.irecv(std::span<std::byte>(x), 0, 1);
+        b.wait(rb);
+        a.wait(ra);
+        for (std::size_t i = 0; i < x.size(); ++i)
+            if (x[i] != std::byte(ref::key(1, 0, i)) || y[i] != std::byte(ref::key(2, 0, i)))
+                return "byte " + std::to_string(i) + " came through the other communicator";
+        return "";
+    });
+    check_all(out);
+}
+
+TEST_CASE("a reducer's later calls reuse the unbound buffers of its first", "[gloo]")
+{
+    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
+        gloo_communicator comm(connect(timeout_of(milliseconds(30000))));
+        constexpr std::size_t count = 300000; // several pipeline segments per step
+        gradsync::reducer<float, gloo_communicator, gradsync::sum, gradsync::ring> reduce(comm, count);
+        std::vector<float> data(count);
+        std::size_t after_first = 0;
+        for (int call = 0; call < 5; ++call) {
+            for (std::size_t i = 0; i < count; ++i)
+                data[i] = float((i + std::size_t(call)) % 97 + std::size_t(rank));
+            reduce(std::span<float>(data));
+            for (std::size_t i = 0; i < count; ++i) {
+                const float want = float(2 * ((i + std::size_t(call)) % 97) + 1);
+                if (data[i] != want)
+                    return "call " + std::to_string(call) + ": element " + std::to_string(i) + " is " +
+                        std::to_string(data[i]) + ", not " + std::to_string(want);
+            }
+            if (call == 0)
+                after_first = comm.pooled();
+            else if (comm.pooled() != after_first)
+                return "call " + std::to_string(call) + " left " + std::to_string(comm.pooled()) +
+                    " pooled buffers, the first " + std::to_string(after_first);
+        }
+        return after_first > 0 ? "" : "nothing was pooled";
+    });
+    check_all(out);
+}
+
+TEST_CASE("misuse is a usage_error naming what is wrong", "[gloo]")
+{
+    const auto out = run_ranks(1, [](int, const connector& connect) -> outcome {
+        auto context = connect(timeout_of(milliseconds(30000)));
+        std::string all;
+        auto expect = [&](const std::string& what, const std::string& word, auto f) {
+            const std::string e = thrown(f);
+            if (!starts(e, "usage_error: ") || e.find(word) == std::string::npos)
+                all += what + " gave \"" + e + "\"; ";
+        };
+        expect("a null context", "null", [] { gloo_communicator c(nullptr); });
+        expect("a negative deadline", "deadline", [&] { gloo_communicator c(context, {.deadline = milliseconds(-1)}); });
+        for (int prefix : {0, 1, 4, 8})
+            expect("slot prefix " + std::to_string(prefix), "Gloo's own",
+                   [&] { gloo_communicator c(context, {.slot_prefix = std::uint8_t(prefix)}); });
+        gloo_communicator comm(context);
+        std::vector<std::byte> buf(8);
+        expect("a send to itself", "itself", [&] { auto q = comm.isend(std::span<const std::byte>(buf), 0, 1); });
+        expect("a peer out of range", "out of range", [&] { auto q = comm.irecv(std::span<std::byte>(buf), 1, 1); });
+        expect("a negative tag", "negative", [&] { auto q = comm.irecv(std::span<std::byte>(buf), 0, -3); });
+        expect("rank out of range in gloo_connect", "rank", [&] {
+            gloo::rendezvous::FileStore store(std::filesystem::temp_directory_path().string());
+            gradsync::gloo_connect(store, 2, 2);
+        });
+        return all;
+    });
+    check_all(out);
+}
