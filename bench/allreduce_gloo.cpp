@@ -4,7 +4,9 @@
 // through a file store in a scratch directory, each side on a Gloo context of its own (the
 // classic algorithms resize their sockets' buffers), all over loopback TCP. Sides, on the
 // same buffer, Sum, fp32 then fp16, 4 KiB ... 256 MiB:
-//   gradsync_automatic, gradsync_ring, gradsync_recursive_halving  a persistent reducer;
+//   gradsync_automatic, gradsync_doubling, gradsync_ring, gradsync_recursive_halving  a
+//       persistent reducer (pipeline options from GRADSYNC_BENCH_SEGMENT_KIB and
+//       GRADSYNC_BENCH_WINDOW when set);
 //   gloo_ring, gloo_ring_chunked, gloo_halving_doubling, gloo_bcube  the classic algorithm
 //       objects (gloo::AllreduceRing and the others), built once per run;
 //   gloo_allreduce_ring, gloo_allreduce_bcube  gloo::allreduce with options built once.
@@ -67,15 +69,17 @@ T* data() { return reinterpret_cast<T*>(storage.data()); }
 // A side: prepares for `count` elements of T (outside the timing), returns the call to time.
 using side_fn = std::function<std::function<void()>(std::size_t count, bool half)>;
 
+gradsync::reducer_options reducer_options_;
+
 template <class Algorithm>
-side_fn gradsync_side()
+side_fn gradsync_side(Algorithm algorithm = {})
 {
-    return [](std::size_t count, bool half) -> std::function<void()> {
+    return [algorithm](std::size_t count, bool half) -> std::function<void()> {
         if (half) {
-            auto r = std::make_shared<gradsync::reducer<gradsync::half, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count);
+            auto r = std::make_shared<gradsync::reducer<gradsync::half, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count, algorithm, reducer_options_);
             return [r, count] { (*r)(std::span<gradsync::half>(data<gradsync::half>(), count)); };
         }
-        auto r = std::make_shared<gradsync::reducer<float, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count);
+        auto r = std::make_shared<gradsync::reducer<float, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count, algorithm, reducer_options_);
         return [r, count] { (*r)(std::span<float>(data<float>(), count)); };
     };
 }
@@ -121,6 +125,7 @@ std::vector<side> all_sides()
 {
     using A = gloo::AllreduceOptions::Algorithm;
     return {{"gradsync_automatic", gradsync_side<gradsync::automatic>(), false},
+            {"gradsync_doubling", gradsync_side<gradsync::recursive_doubling>(), false},
             {"gradsync_ring", gradsync_side<gradsync::ring>(), false},
             {"gradsync_recursive_halving", gradsync_side<gradsync::recursive_halving>(), false},
             {"gloo_ring", classic_side<gloo::AllreduceRing>("gloo_ring"), true},
@@ -208,6 +213,10 @@ int main(int argc, char** argv)
     if (const std::string n = option(argc, argv, "--ranks"); !n.empty())
         ranks_ = std::max(2, std::atoi(n.c_str()));
     const std::string csv = option(argc, argv, "--csv"), svg = option(argc, argv, "--svg");
+    if (const char* seg = std::getenv("GRADSYNC_BENCH_SEGMENT_KIB"))
+        reducer_options_.pipeline.segment_bytes = std::size_t(std::atoi(seg)) << 10;
+    if (const char* win = std::getenv("GRADSYNC_BENCH_WINDOW"))
+        reducer_options_.pipeline.window = std::atoi(win);
     const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
     const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 5;
 

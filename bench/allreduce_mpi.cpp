@@ -5,6 +5,12 @@
 //       waits read the clock (automatic's has none);
 //   mpiexec -n 2 bench_allreduce_mpi adasum   Adasum against Sum on the same algorithm and
 //       layout (GRADSYNC_BENCH_LAYERS near-equal layers, 16 by default), 64 KiB ... 64 MiB.
+//   mpiexec -n 2 bench_allreduce_mpi bursts   the Sum comparison as a trainer sees it: each
+//       timed allreduce follows a burst of other work (GRADSYNC_BENCH_BURST_MIB, 16 by
+//       default, streamed through memory as a layer's backward would), and only the
+//       allreduce is timed; MPI_Allreduce against automatic, 50 calls per run.
+// GRADSYNC_BENCH_THREAD=multiple initialises MPI with MPI_THREAD_MULTIPLE (the level a
+// synchronizer's communication thread asks for) instead of MPI_Init.
 // Rank 0 reports; every side is registered once per repetition, repetitions outermost, so
 // the sides interleave in time. The closing tables give medians, algbw, busbw and ratios.
 #include <gradsync/comm/mpi.hpp>
@@ -28,6 +34,35 @@ std::vector<float> buffer;
 std::unique_ptr<gradsync::mpi_communicator> comm, comm_with_deadline;
 
 int layer_count = 16;
+bool bursts = false;
+std::vector<float> burst_buffer; // the other work's memory, set up once
+
+// The other work between two allreduces: one pass that reads and writes burst_buffer, which
+// leaves the caches as a layer's backward would (the allreduce's buffer no longer in them).
+void burst()
+{
+    for (float& x : burst_buffer)
+        x = x * 0.5f + 1.0f;
+    benchmark::DoNotOptimize(burst_buffer.data());
+}
+
+// Times `call` as the benchmark's iterations: plainly, or in bursts mode after a burst each,
+// with only the call on the clock.
+template <class Call>
+void timed(benchmark::State& state, Call&& call)
+{
+    if (!bursts) {
+        for (auto _ : state)
+            call();
+        return;
+    }
+    for (auto _ : state) {
+        burst();
+        const auto start = std::chrono::steady_clock::now();
+        call();
+        state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+}
 
 // Near-equal layers: Adasum works per layer, Sum ignores the layout.
 std::vector<std::size_t> layers_of(std::size_t count)
@@ -55,8 +90,7 @@ void run_gradsync(benchmark::State& state, std::size_t count)
     for (benchmark::IterationCount i = 0; i < warm_up(state); ++i)
         reduce(data);
     MPI_Barrier(MPI_COMM_WORLD);
-    for (auto _ : state)
-        reduce(data);
+    timed(state, [&] { reduce(data); });
 }
 
 void run_mpi(benchmark::State& state, std::size_t count)
@@ -64,8 +98,7 @@ void run_mpi(benchmark::State& state, std::size_t count)
     for (benchmark::IterationCount i = 0; i < warm_up(state); ++i)
         MPI_Allreduce(MPI_IN_PLACE, buffer.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
-    for (auto _ : state)
-        MPI_Allreduce(MPI_IN_PLACE, buffer.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    timed(state, [&] { MPI_Allreduce(MPI_IN_PLACE, buffer.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
 }
 
 class null_reporter : public benchmark::BenchmarkReporter {
@@ -78,7 +111,13 @@ public:
 
 int main(int argc, char** argv)
 {
-    MPI_Init(&argc, &argv);
+    const char* thread_env = std::getenv("GRADSYNC_BENCH_THREAD");
+    const bool multiple = thread_env && std::string(thread_env) == "multiple";
+    int provided = MPI_THREAD_SINGLE;
+    if (multiple)
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else
+        MPI_Init(&argc, &argv);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -91,8 +130,14 @@ int main(int argc, char** argv)
         if (const char* layers_env = std::getenv("GRADSYNC_BENCH_LAYERS"))
             layer_count = std::max(1, std::atoi(layers_env));
         const bool adasum = argc > 1 && std::string(argv[1]) == "adasum";
-        if (adasum)
+        bursts = argc > 1 && std::string(argv[1]) == "bursts";
+        if (adasum || bursts)
             argv[1] = argv[0], --argc, ++argv;
+        if (bursts) {
+            const char* mib_env = std::getenv("GRADSYNC_BENCH_BURST_MIB");
+            const std::size_t mib = mib_env ? std::size_t(std::max(1, std::atoi(mib_env))) : 16;
+            burst_buffer.assign(mib << 20 >> 2, 1.0f);
+        }
         std::vector<std::size_t> sizes;
         // Sum: steps of 2 up to 16 MiB, where the transport's protocols change, then of 4.
         for (std::size_t b = adasum ? 65536 : 4096; b <= (std::size_t(adasum ? 64 : 256) << 20);
@@ -113,6 +158,10 @@ int main(int argc, char** argv)
                          {"sum_automatic", run_gradsync<sum, automatic>},
                          {"adasum_automatic", run_gradsync<gradsync::adasum, automatic>},
                      }
+                   : bursts ? std::vector<std::pair<std::string, side_fn>>{
+                                  {"mpi_allreduce", run_mpi},
+                                  {"automatic", run_gradsync<sum, automatic>},
+                              }
                    : std::vector<std::pair<std::string, side_fn>>{
                          {"mpi_allreduce", run_mpi},
                          {"automatic", run_gradsync<sum, automatic>},
@@ -123,12 +172,18 @@ int main(int argc, char** argv)
                      };
         for (int rep = 0; rep < reps; ++rep)
             for (std::size_t bytes : sizes)
-                for (const auto& [name, fn] : sides)
-                    benchmark::RegisterBenchmark(gradsync_bench::bench_name(name, bytes, rep).c_str(),
-                                                 [fn = fn, bytes](benchmark::State& s) { fn(s, bytes / sizeof(float)); })
-                        ->Iterations(gradsync_bench::iterations_for(bytes, 2e9, 5e-6, 0.05))
-                        ->Unit(benchmark::kMicrosecond)
-                        ->UseRealTime();
+                for (const auto& [name, fn] : sides) {
+                    benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
+                        gradsync_bench::bench_name(name, bytes, rep).c_str(),
+                        [fn = fn, bytes](benchmark::State& s) { fn(s, bytes / sizeof(float)); });
+                    // Bursts mode: 50 calls per run, the burst costs milliseconds each.
+                    b->Iterations(bursts ? 50 : gradsync_bench::iterations_for(bytes, 2e9, 5e-6, 0.05))
+                        ->Unit(benchmark::kMicrosecond);
+                    if (bursts)
+                        b->UseManualTime();
+                    else
+                        b->UseRealTime();
+                }
 
         benchmark::Initialize(&argc, argv);
         if (rank == 0) {
@@ -144,7 +199,9 @@ int main(int argc, char** argv)
                 std::vector<std::string> names;
                 for (const auto& s : sides)
                     names.push_back(s.first);
-                std::printf("\n%d ranks, fp32 Sum", size);
+                std::printf("\n%d ranks, fp32 Sum%s, %s", size, bursts ? ", each call after a burst of other work" : "",
+                            multiple ? (provided == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE" : "MPI_THREAD_MULTIPLE refused")
+                                     : "MPI_Init");
                 table.print(names, "mpi_allreduce", sizes, bus);
             }
         } else {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include <gradsync/comm/polling.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include "reference.hpp"
@@ -517,4 +518,36 @@ TEST_CASE("a message of more than 2^31-1 bytes arrives intact", "[local_group][l
             first_bad = p;
     CAPTURE(first_bad);
     CHECK(bad == 0);
+}
+
+// The MPI adapters' wait loop (comm/polling.hpp): a probe that finds the peer's next message
+// foreign ends the wait only if the request is still open after it. Between the last test and
+// the probe the request may have completed and the peer moved on to its next call, whose
+// message is then at the head of the queue: that wait succeeded.
+TEST_CASE("a wait whose request completes just before the probe sees the next call is not foreign", "[polling]")
+{
+    bool probed = false, failed = false;
+    gradsync::detail::poll_until_done([&] { return probed; }, // completes only once the probe has looked
+        [&] {
+            probed = true;
+            return 12345; // the peer's next call's message
+        },
+        {}, [&](gradsync::detail::wait_end, int, std::chrono::nanoseconds) { failed = true; });
+    CHECK(probed);
+    CHECK_FALSE(failed);
+
+    // Still open after the probe: the foreign message is reported.
+    gradsync::detail::wait_end end = gradsync::detail::wait_end::deadline;
+    int found = -1;
+    try {
+        gradsync::detail::poll_until_done([] { return false; }, [] { return 777; }, {},
+                                          [&](gradsync::detail::wait_end e, int f, std::chrono::nanoseconds) {
+                                              end = e;
+                                              found = f;
+                                              throw std::runtime_error("ended");
+                                          });
+    } catch (const std::runtime_error&) {
+    }
+    CHECK(end == gradsync::detail::wait_end::foreign);
+    CHECK(found == 777);
 }
