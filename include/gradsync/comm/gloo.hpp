@@ -225,7 +225,7 @@ public:
         detail::gloo_buffer* b = r.buffer_;
         if (!b)
             return;
-        const std::string what = describe(r.send_, b->size, r.peer_, r.tag_);
+        const auto what = [&] { return describe(r.send_, b->size, r.peer_, r.tag_); }; // for errors only
         const std::chrono::milliseconds timeout =
             options_.deadline.count() ? options_.deadline : context_->getTimeout();
         bool done = false;
@@ -242,13 +242,13 @@ public:
             b->stale = true;
             const std::string gloo = e.what();
             if (gloo.find("Timed out") != std::string::npos) {
-                const std::string why = what + " did not complete within the deadline of " + seconds(timeout) +
+                const std::string why = what() + " did not complete within the deadline of " + seconds(timeout) +
                     " s: the peer is late, gone, at another call, or sent another size; Gloo closed the "
                     "context's connections";
                 fail(why);
                 throw deadline_error(prefix() + why);
             }
-            const std::string why = what + " failed: " + gloo;
+            const std::string why = what() + " failed: " + gloo;
             fail(why);
             throw communication_error(prefix() + why);
         }
@@ -256,7 +256,7 @@ public:
         if (!done) {
             r.buffer_ = nullptr;
             abandon(b, r.peer_, "a wait was released");
-            throw aborted_error(prefix() + what + " was released");
+            throw aborted_error(prefix() + what() + " was released");
         }
         r.buffer_ = nullptr;
         b->busy = false;
