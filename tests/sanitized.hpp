@@ -4,6 +4,8 @@
 // same code paths there (the optimized tier runs them all).
 #pragma once
 
+#include <vector>
+
 namespace gradsync_test {
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -11,5 +13,17 @@ inline constexpr bool sanitized = true;
 #else
 inline constexpr bool sanitized = false;
 #endif
+
+// The group sizes 1..most of a matrix test. Under sanitizers 1..8, which hold every way
+// recursive halving folds a group onto a power of two and every hierarchical node count the
+// matrices use, then 12 and 16: the same code paths as 9..15, with fewer threads.
+inline std::vector<int> group_sizes(int most)
+{
+    std::vector<int> n;
+    for (int i = 1; i <= most; ++i)
+        if (!sanitized || i <= 8 || i == 12 || i == 16)
+            n.push_back(i);
+    return n;
+}
 
 } // namespace gradsync_test

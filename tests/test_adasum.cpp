@@ -218,18 +218,6 @@ void check_matrix_case(int n, const variant& v, const layout_case& lc, const std
     }
 }
 
-// The group sizes of the matrix. Under sanitizers, 1..8 (every remainder that recursive
-// halving folds, up to a power of two), 12 and 16: the same code paths as 9..15 with fewer
-// threads; the optimized tier runs them all.
-std::vector<int> matrix_sizes()
-{
-    std::vector<int> n;
-    for (int i = 1; i <= 16; ++i)
-        if (!gradsync_test::sanitized || i <= 8 || i == 12 || i == 16)
-            n.push_back(i);
-    return n;
-}
-
 // Every algorithm's variants for N ranks.
 std::vector<variant> matrix_variants(int n)
 {
@@ -251,7 +239,7 @@ std::vector<variant> matrix_variants(int n)
 template <class T>
 void run_matrix()
 {
-    for (int n : matrix_sizes()) {
+    for (int n : gradsync_test::group_sizes(16)) {
         const std::vector<layout_case> cases = matrix_layouts<T>(n);
         std::vector<std::vector<per_rank<T>>> inputs(cases.size()); // [case][call][rank]
         for (std::size_t c = 0; c < cases.size(); ++c)

@@ -2,8 +2,9 @@
 // on host_space with one Thrust CPU system, thrust::omp::par, or thrust::cpp::par when
 // GRADSYNC_TEST_THRUST_CPP is defined (CMake builds both). The cases are those of
 // tests/gpu/adasum_cases.hpp, which test_device_local runs on a GPU:
-//  - the matrix: N = 1..16 x {fp16, bf16, fp32, fp64} x {recursive_halving,
-//    recursive_doubling, ring, automatic{small thresholds}, hierarchical}, and for N <= 8
+//  - the matrix: N = 1..16 (1..8, 12 and 16 under sanitizers) x {fp16, bf16, fp32, fp64} x
+//    {recursive_halving, recursive_doubling, ring, automatic{small thresholds}, hierarchical},
+//    and for N <= 8
 //    automatic{} and hierarchical{k = 1, 2, 4 where k divides N} x {average, sum}; layouts
 //    with empty and one-element layers, a layer of two 4 KiB segments + 77 elements across the
 //    halving cuts and the ring's blocks, 23 small layers, fewer elements than ranks, none,
@@ -36,6 +37,7 @@
 #include "gpu/adasum_cases.hpp"
 #include "gpu/device_cases.hpp"
 #include "gpu/host_harness.hpp"
+#include "sanitized.hpp"
 
 namespace {
 
@@ -54,22 +56,22 @@ using harness = omp_harness;
 
 TEST_CASE("device Adasum matrix in fp16: every algorithm against the reference and the host plan", "[device][adasum]")
 {
-    CHECK(adasum_cases::matrix<harness, half>(adasum_cases::one_to(16), 8, 4096) == "");
+    CHECK(adasum_cases::matrix<harness, half>(gradsync_test::group_sizes(16), 8, 4096) == "");
 }
 
 TEST_CASE("device Adasum matrix in bf16: every algorithm against the reference and the host plan", "[device][adasum]")
 {
-    CHECK(adasum_cases::matrix<harness, bfloat16>(adasum_cases::one_to(16), 8, 4096) == "");
+    CHECK(adasum_cases::matrix<harness, bfloat16>(gradsync_test::group_sizes(16), 8, 4096) == "");
 }
 
 TEST_CASE("device Adasum matrix in fp32: every algorithm against the reference and the host plan", "[device][adasum]")
 {
-    CHECK(adasum_cases::matrix<harness, float>(adasum_cases::one_to(16), 8, 4096) == "");
+    CHECK(adasum_cases::matrix<harness, float>(gradsync_test::group_sizes(16), 8, 4096) == "");
 }
 
 TEST_CASE("device Adasum matrix in fp64: every algorithm against the reference and the host plan", "[device][adasum]")
 {
-    CHECK(adasum_cases::matrix<harness, double>(adasum_cases::one_to(16), 8, 4096) == "");
+    CHECK(adasum_cases::matrix<harness, double>(gradsync_test::group_sizes(16), 8, 4096) == "");
 }
 
 TEST_CASE("device hierarchical Sum and Average: exact on integers, the host bits on random data",
