@@ -3,15 +3,15 @@
 //
 //  - the matrix: N = 1..16 (1..8, 12 and 16 under sanitizers) x {fp16, bf16, fp32, fp64} x
 //    {recursive_halving, recursive_doubling, ring, automatic (default and small thresholds,
-//    checked against the reference of the algorithm it chose), hierarchical{k = 1, 2, 4 where
-//    k divides N, and 0 = the communicator's}, hierarchical{k = 2 (1 for odd N),
-//    node_combine::sum}} x layouts with empty, one-element
-//    and long layers, fewer elements than ranks, no elements, no layout, 256-byte segments
-//    (layers cross segments and straddle the halving cuts) and default options with a layer
-//    of 70001 elements. A reducer is called twice with different data; the one-shot
-//    allreduce of the first call's data must give the same bits. Per layer, ||out - ref|| /
-//    ||ref|| <= 1e-12 (fp64), 2e-5 (fp32), 8e-3 (fp16), three times that for the ring's
-//    chain; every rank's result is bitwise identical to rank 0's.
+//    checked against the reference of the algorithm it chose), hierarchical{k = 1, 2, 4 where k
+//    divides N, and 0 = the communicator's}, hierarchical{k = 2 (1 for odd N),
+//    node_combine::sum}} x layouts with empty, one-element and long layers, fewer elements than
+//    ranks, no elements, no layout, 256-byte segments (layers cross segments and straddle the
+//    halving cuts) and default options with a layer of 70001 elements. A reducer is called
+//    twice with different data; the one-shot allreduce of the first call's data must give the
+//    same bits. Per layer, ||out - ref|| / ||ref|| <= 1e-12 (fp64), 2e-5 (fp32), 8e-3 (fp16),
+//    three times that for the ring's chain; every rank's result is bitwise identical to rank
+//    0's.
 //  - Horovod's scenarios (fp32, fp64, N in {2, 3, 4, 8}, every algorithm): orthogonal
 //    gradients sum exactly, parallel ones give the vector back, tiny and huge magnitudes stay
 //    finite and accurate, zero gradients drop out, a NaN poisons its layer on every rank.

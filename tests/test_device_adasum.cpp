@@ -4,11 +4,11 @@
 // tests/gpu/adasum_cases.hpp, which test_device_local runs on a GPU:
 //  - the matrix: N = 1..16 (1..8, 12 and 16 under sanitizers) x {fp16, bf16, fp32, fp64} x
 //    {recursive_halving, recursive_doubling, ring, automatic{small thresholds}, hierarchical},
-//    and for N <= 8
-//    automatic{} and hierarchical{k = 1, 2, 4 where k divides N} x {average, sum}; layouts
-//    with empty and one-element layers, a layer of two 4 KiB segments + 77 elements across the
-//    halving cuts and the ring's blocks, 23 small layers, fewer elements than ranks, none,
-//    no layout, default segments; each reducer called twice with different data (N <= 8).
+//    and for N <= 8 automatic{} and hierarchical{k = 1, 2, 4 where k divides N} x {average,
+//    sum}; layouts with empty and one-element layers, a layer of two 4 KiB segments + 77
+//    elements across the halving cuts and the ring's blocks, 23 small layers, fewer elements
+//    than ranks, none, no layout, default segments; each reducer called twice with different
+//    data (N <= 8).
 //    Per layer within docs/adasum.md's budget of adasum_reference.hpp's double evaluation,
 //    within twice that of the host plan (reducer<> in host memory), every rank with rank 0's
 //    bits;
