@@ -5,7 +5,8 @@
 // a directory serves ranks on one host (or on hosts sharing a file system); TCP stores
 // (PyTorch's c10d::TCPStore behind an adapter) or gloo::rendezvous::RedisStore serve several
 // hosts. Keys are written under `prefix`, so jobs, or several contexts of one job, can share
-// one store. Every rank must call with the same size and prefix.
+// one store. Every rank must call with the same size and prefix; it returns once every rank
+// is connected.
 #pragma once
 
 #include <gloo/rendezvous/context.h>
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <gradsync/error.hpp>
 
@@ -46,6 +48,16 @@ inline std::shared_ptr<gloo::Context> gloo_connect(gloo::rendezvous::Store& stor
         auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
         context->setTimeout(options.timeout);
         context->connectFullMesh(prefixed, device);
+        // Return only once every rank is connected. Gloo's listening side accepts a peer's
+        // connection in the background: a rank that returned first and destroyed its context
+        // at once would close a socket a slower rank had still to take up, and fail that
+        // rank's connecting with "Connection closed by peer".
+        const std::string done = "connected/";
+        prefixed.set(done + std::to_string(rank), {'1'});
+        std::vector<std::string> everyone;
+        for (int i = 0; i < size; ++i)
+            everyone.push_back(done + std::to_string(i));
+        prefixed.wait(everyone, options.timeout);
         return context;
     } catch (const std::exception& e) {
         throw communication_error(who + ": connecting through the store failed: " + e.what());
