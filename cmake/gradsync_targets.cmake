@@ -25,3 +25,16 @@ function(gradsync_mpiexec_command out ranks)
   endif()
   set(${out} ${cmd} ${MPIEXEC_PREFLAGS} PARENT_SCOPE)
 endfunction()
+
+# What the project's tests (tests/, examples/) share.
+# gradsync_all_cores: the CTest resource lock of tests that keep every core busy (groups of
+# ranks as threads or processes, OpenMP). Two of them side by side wait for each other's
+# threads and take longer together than one after the other; tests under mpiexec, which mostly
+# wait, still run beside them.
+# gradsync_test_malloc: glibc's malloc serves blocks up to 256 MiB from its heaps and keeps
+# freed memory there, instead of mapping fresh pages for every block over 128 KiB and
+# returning them on free. The tests allocate and free many such buffers (inputs, references,
+# reducers' scratch), and on virtual machines the page faults of fresh pages took most of
+# their time (docs/results.md, "The test suite's time").
+set(gradsync_all_cores RESOURCE_LOCK cores)
+set(gradsync_test_malloc "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=1073741824")

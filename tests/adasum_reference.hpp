@@ -55,21 +55,28 @@ inline void combine_range(double* out, const double* a, const double* b, std::si
         out[i] = ca * a[i] + cb * b[i];
 }
 
-// A applied per layer of a fused vector.
-inline vec combine(const vec& a, const vec& b, const std::vector<std::size_t>& layers)
+// out = A(a, b) per layer of a fused vector; out may be a or b.
+inline void combine_into(vec& out, const vec& a, const vec& b, const std::vector<std::size_t>& layers)
 {
     if (a.size() != b.size())
         throw std::logic_error("adaref::combine: sizes differ");
-    vec out(a.size());
+    out.resize(a.size());
     std::size_t o = 0;
     for (std::size_t n : layers) {
         combine_range(out.data() + o, a.data() + o, b.data() + o, n);
         o += n;
     }
+}
+
+inline vec combine(const vec& a, const vec& b, const std::vector<std::size_t>& layers)
+{
+    vec out;
+    combine_into(out, a, b, layers);
     return out;
 }
 
-// The recursive-halving tree (also recursive doubling's) over g(0..N-1), with MPICH folding.
+// The recursive-halving tree (also recursive doubling's) over g(0..N-1), with MPICH folding:
+// the first 2(N - P) ranks combine in pairs, leaving P = 2^floor(log2 N) leaves.
 inline vec halving_tree(const std::vector<vec>& g, const std::vector<std::size_t>& layers)
 {
     const std::size_t n = g.size();
@@ -79,13 +86,20 @@ inline vec halving_tree(const std::vector<vec>& g, const std::vector<std::size_t
     while (p * 2 <= n)
         p *= 2;
     const std::size_t rem = n - p;
-    std::vector<vec> h(p);
-    for (std::size_t i = 0; i < p; ++i)
-        h[i] = i < rem ? combine(g[2 * i], g[2 * i + 1], layers) : g[i + rem];
-    for (std::size_t dist = 1; dist < p; dist *= 2)
-        for (std::size_t i = 0; i < p; i += 2 * dist)
-            h[i] = combine(h[i], h[i + dist], layers);
-    return h[0];
+    std::vector<vec> folded(rem);
+    for (std::size_t i = 0; i < rem; ++i)
+        combine_into(folded[i], g[2 * i], g[2 * i + 1], layers);
+    auto leaf = [&](std::size_t i) -> const vec& { return i < rem ? folded[i] : g[i + rem]; };
+    if (p == 1)
+        return leaf(0);
+    // h[j]: the subtree over leaves 2j and 2j + 1, then larger subtrees in place.
+    std::vector<vec> h(p / 2);
+    for (std::size_t j = 0; j < p / 2; ++j)
+        combine_into(h[j], leaf(2 * j), leaf(2 * j + 1), layers);
+    for (std::size_t dist = 1; dist < p / 2; dist *= 2)
+        for (std::size_t j = 0; j < p / 2; j += 2 * dist)
+            combine_into(h[j], h[j], h[j + dist], layers);
+    return std::move(h[0]);
 }
 
 // The ring's chains: layer j starts at rank j mod N.

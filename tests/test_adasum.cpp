@@ -193,9 +193,10 @@ std::uint64_t matrix_seed(int n, std::size_t c, std::size_t call)
     return ref::mix(std::uint64_t(n) * 7919 + c * 131 + call);
 }
 
+// widened[call]: the call's inputs, widened to double.
 template <class T>
-void check_matrix_case(int n, const variant& v, const layout_case& lc, const std::vector<per_rank<T>>& inputs,
-                       const case_result<T>& res)
+void check_matrix_case(int n, const variant& v, const layout_case& lc,
+                       const std::vector<std::vector<adaref::vec>>& widened, const case_result<T>& res)
 {
     INFO(ref::type_name<T>() << ", N " << n << ", " << describe(v) << ", " << lc.name);
     const std::uint32_t chosen = res.chosen[0];
@@ -204,14 +205,14 @@ void check_matrix_case(int n, const variant& v, const layout_case& lc, const std
         CHECK(chosen == automatic_rule(v).choose(lc.count * sizeof(T), lc.count, n));
     const std::vector<std::size_t> layers = adaref::normalize(lc.count, lc.layers);
     const double tol = tolerance_of<T>(chosen);
-    for (std::size_t call = 0; call < inputs.size(); ++call) {
+    for (std::size_t call = 0; call < widened.size(); ++call) {
         INFO("reducer call " << call + 1 << ", checked against the " << ref::algorithm_name(chosen) << " reference");
-        const std::vector<adaref::vec> g = adaref::widen(inputs[call]);
+        const std::vector<adaref::vec>& g = widened[call];
         const adaref::vec want = expected(v, chosen, g, layers);
         CHECK(adaref::first_layer_out_of_tolerance(res.out[call][0], want, layers, tol, g) == "");
         CHECK(identical_across_ranks(res.out[call]) == "");
     }
-    if (res.out.size() > inputs.size()) {
+    if (res.out.size() > widened.size()) {
         INFO("one-shot allreduce of the first call's data");
         CHECK(ref::first_difference(res.out.back()[0], res.out[0][0]) == "");
         CHECK(identical_across_ranks(res.out.back()) == "");
@@ -234,19 +235,21 @@ std::vector<variant> matrix_variants(int n)
     return v;
 }
 
-// Every variant of every algorithm on one set of inputs per N: drawing the normal inputs costs
-// more than reducing them, so they are drawn once per N and type.
+// Every variant of every algorithm on one set of inputs per N: drawing the normal inputs and
+// widening them cost more than reducing them, so both are done once per N and type.
 template <class T>
 void run_matrix()
 {
     for (int n : gradsync_test::group_sizes(16)) {
         const std::vector<layout_case> cases = matrix_layouts<T>(n);
-        std::vector<std::vector<per_rank<T>>> inputs(cases.size()); // [case][call][rank]
+        std::vector<std::vector<per_rank<T>>> inputs(cases.size());            // [case][call][rank]
+        std::vector<std::vector<std::vector<adaref::vec>>> widened(cases.size()); // the same, in double
         for (std::size_t c = 0; c < cases.size(); ++c)
             for (std::size_t call = 0; call < 2; ++call) {
                 per_rank<T> in;
                 for (int r = 0; r < n; ++r)
                     in.push_back(adaref::normal_data<T>(matrix_seed(n, c, call), r, cases[c].count));
+                widened[c].push_back(adaref::widen(in));
                 inputs[c].push_back(std::move(in));
             }
         for (const variant& v : matrix_variants(n)) {
@@ -259,7 +262,7 @@ void run_matrix()
             if (!escaped.empty())
                 continue;
             for (std::size_t c = 0; c < cases.size(); ++c)
-                check_matrix_case<T>(n, v, cases[c], inputs[c], results[c]);
+                check_matrix_case<T>(n, v, cases[c], widened[c], results[c]);
         }
     }
 }

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -19,6 +18,7 @@
 #include <gradsync/comm/polling.hpp>
 #include <gradsync/gradsync.hpp>
 
+#include "large_message.hpp"
 #include "reference.hpp"
 
 namespace {
@@ -482,31 +482,20 @@ TEST_CASE("a deadline leaves collectives that complete untouched, and must not b
 
 TEST_CASE("a message of more than 2^31-1 bytes arrives intact", "[local_group][large]")
 {
-    // 2^31 + 13 bytes: past every int-sized count. The sender's buffer is left untouched
-    // except at the samples (its other pages read as zero without using memory), so the
-    // test costs one 2 GiB buffer of real memory. The receiver's samples are preset to a
-    // different value, so a truncated or misplaced copy shows.
-    const std::size_t n = (std::size_t(1) << 31) + 13;
-    std::vector<std::size_t> samples;
-    for (std::size_t p = 0; p < n; p += (std::size_t(1) << 20) + 4093)
-        samples.push_back(p);
-    for (std::size_t p : {std::size_t(1), (std::size_t(1) << 31) - 2, (std::size_t(1) << 31) - 1, std::size_t(1) << 31,
-                          (std::size_t(1) << 31) + 1, (std::size_t(1) << 30), n - 2, n - 1})
-        samples.push_back(p);
-    auto pattern = [](std::size_t p) { return std::byte(ref::mix(p) | 1); }; // never zero
-
-    std::unique_ptr<std::byte[]> src(new std::byte[n]);
-    std::unique_ptr<std::byte[]> dst(new std::byte[n]);
+    using namespace gradsync_test; // large_message.hpp
+    const std::size_t n = large_message_bytes;
+    const std::vector<std::size_t> samples = large_message_samples();
+    large_buffer src, dst;
     for (std::size_t p : samples) {
-        src[p] = pattern(p);
-        dst[p] = ~pattern(p);
+        src[p] = large_message_byte(p);
+        dst[p] = ~large_message_byte(p);
     }
     local_group group(2);
     std::array<outcome, 2> result{};
     group.run([&](local_communicator& comm) {
         result[std::size_t(comm.rank())] = classify([&] {
-            request q = comm.rank() == 0 ? comm.isend(std::span<const std::byte>(src.get(), n), 1, 7)
-                                         : comm.irecv(std::span<std::byte>(dst.get(), n), 0, 7);
+            request q = comm.rank() == 0 ? comm.isend(std::span<const std::byte>(src.data(), n), 1, 7)
+                                         : comm.irecv(std::span<std::byte>(dst.data(), n), 0, 7);
             comm.wait(q);
         });
     });
@@ -514,7 +503,7 @@ TEST_CASE("a message of more than 2^31-1 bytes arrives intact", "[local_group][l
     CHECK(describe(result[1]) == std::string("ok"));
     std::size_t bad = 0, first_bad = n;
     for (std::size_t p : samples)
-        if (dst[p] != pattern(p) && bad++ == 0)
+        if (dst[p] != large_message_byte(p) && bad++ == 0)
             first_bad = p;
     CAPTURE(first_bad);
     CHECK(bad == 0);

@@ -77,6 +77,7 @@ static transport make_comm(MPI_Comm c, gradsync::mpi_options o) { return transpo
 
 #include "adasum_reference.hpp"
 #include "catch_session.hpp"
+#include "large_message.hpp"
 #include "reference.hpp"
 
 namespace {
@@ -595,38 +596,29 @@ TEST_CASE("mpi communicator: a peer out of range is an error, and a usage_error"
 
 TEST_CASE("mpi: a message of 2^31 + 13 bytes from rank 0 to rank 1 arrives intact", "[.large_message]")
 {
-    // Past INT_MAX, so the transport must split it. The sender's buffer is written only at
-    // the samples (untouched pages read as zero without using memory); the receiver presets
-    // its samples to other values so a short or misplaced copy shows.
+    using namespace gradsync_test; // large_message.hpp
     transport comm = make_comm();
     if (comm.size() != 2) {
         SUCCEED("runs with exactly two ranks");
         return;
     }
-    const std::size_t n = (std::size_t(1) << 31) + 13;
-    std::vector<std::size_t> samples;
-    for (std::size_t p = 0; p < n; p += (std::size_t(1) << 20) + 4093)
-        samples.push_back(p);
-    for (std::size_t p : {std::size_t(1), (std::size_t(1) << 30) - 1, std::size_t(1) << 30, (std::size_t(1) << 31) - 1,
-                          std::size_t(1) << 31, (std::size_t(1) << 31) + 1, n - 2, n - 1})
-        samples.push_back(p);
-    auto pattern = [](std::size_t p) { return std::byte(ref::mix(p) | 1); }; // never zero
-
-    std::unique_ptr<std::byte[]> buffer(new std::byte[n]);
+    const std::size_t n = large_message_bytes;
+    const std::vector<std::size_t> samples = large_message_samples();
+    large_buffer buffer;
     for (std::size_t p : samples)
-        buffer[p] = comm.rank() == 0 ? pattern(p) : ~pattern(p);
+        buffer[p] = comm.rank() == 0 ? large_message_byte(p) : ~large_message_byte(p);
     std::string what;
     const kind k = classify(
         [&] {
-            auto q = comm.rank() == 0 ? comm.isend(std::span<const std::byte>(buffer.get(), n), 1, 11)
-                                      : comm.irecv(std::span<std::byte>(buffer.get(), n), 0, 11);
+            auto q = comm.rank() == 0 ? comm.isend(std::span<const std::byte>(buffer.data(), n), 1, 11)
+                                      : comm.irecv(std::span<std::byte>(buffer.data(), n), 0, 11);
             comm.wait(q);
         },
         what);
     std::size_t bad = 0, first_bad = n;
     if (comm.rank() == 1)
         for (std::size_t p : samples)
-            if (buffer[p] != pattern(p) && bad++ == 0)
+            if (buffer[p] != large_message_byte(p) && bad++ == 0)
                 first_bad = p;
     const bool all = everywhere(k == kind::ok && bad == 0);
     INFO("rank " << comm.rank() << ": " << kind_name(k) << " " << what << "; first bad sample at " << first_bad);

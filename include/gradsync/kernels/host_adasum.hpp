@@ -198,11 +198,12 @@ GRADSYNC_SIMD512 inline __m512d load8(const half* p) noexcept
     return widen(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 // Round to odd with the embedded rounding mode: truncate, then set the last bit if inexact.
-// (The mask is spelled __mmask8: unoptimized builds get the intrinsic as a macro, and an int
-// 0xff narrowed there is -Woverflow.)
+// (The mask comes from _cvtu32_mask8: unoptimized builds get the intrinsic as a macro, where a
+// constant 0xff is -Woverflow for g++ and, as the builtin's signed char, a change of sign for
+// nvcc's front end.)
 GRADSYNC_SIMD512 inline void store8(half* p, __m512d v) noexcept
 {
-    const __m256 t = _mm512_maskz_cvt_roundpd_ps(__mmask8(0xff), v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 t = _mm512_maskz_cvt_roundpd_ps(_cvtu32_mask8(0xff), v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __mmask8 inexact = _mm512_cmp_pd_mask(widen(t), v, _CMP_NEQ_UQ);
     const __m256i bits = _mm256_mask_or_epi32(_mm256_castps_si256(t), inexact, _mm256_castps_si256(t),
                                               _mm256_set1_epi32(1));
