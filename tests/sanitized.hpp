@@ -14,6 +14,14 @@ inline constexpr bool sanitized = true;
 inline constexpr bool sanitized = false;
 #endif
 
+// Under ThreadSanitizer, which looks for races between threads: what the threads do to each
+// other does not depend on the element type, so the threaded matrices run one type there.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool thread_sanitized = true;
+#else
+inline constexpr bool thread_sanitized = false;
+#endif
+
 // The group sizes 1..most of a matrix test. Under sanitizers 1..8, which hold every way
 // recursive halving folds a group onto a power of two and every hierarchical node count the
 // matrices use, then 12 and 16: the same code paths as 9..15, with fewer threads.

@@ -1,7 +1,8 @@
 // The device plans of Adasum and hierarchical on the CPU: the direct path of device_reducer
 // on host_space with one Thrust CPU system, thrust::omp::par, or thrust::cpp::par when
-// GRADSYNC_TEST_THRUST_CPP is defined (CMake builds both). The cases are those of
-// tests/gpu/adasum_cases.hpp, which test_device_local runs on a GPU:
+// GRADSYNC_TEST_THRUST_CPP is defined (CMake builds the first in an optimized build, the second
+// under sanitizers). The cases are those of tests/gpu/adasum_cases.hpp, which
+// test_device_local runs on a GPU:
 //  - the matrix: N = 1..16 (1..8, 12 and 16 under sanitizers) x {fp16, bf16, fp32, fp64} x
 //    {recursive_halving, recursive_doubling, ring, automatic{small thresholds}, hierarchical},
 //    and for N <= 8 automatic{} and hierarchical{k = 1, 2, 4 where k divides N} x {average,
