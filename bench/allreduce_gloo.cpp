@@ -5,8 +5,11 @@
 // classic algorithms resize their sockets' buffers), all over loopback TCP. Sides, on the
 // same buffer, Sum, fp32 then fp16, 4 KiB ... 256 MiB:
 //   gradsync_automatic, gradsync_doubling, gradsync_ring, gradsync_recursive_halving  a
-//       persistent reducer (pipeline options from GRADSYNC_BENCH_SEGMENT_KIB and
-//       GRADSYNC_BENCH_WINDOW when set);
+//       persistent reducer with the settings docs/gloo.md gives for Gloo: 1 MiB pipeline
+//       segments, a window of 64 and automatic{.small_bytes = 256 KiB}
+//       (GRADSYNC_BENCH_SEGMENT_KIB, GRADSYNC_BENCH_WINDOW and GRADSYNC_BENCH_SMALL_KIB
+//       change them);
+//   gradsync_defaults  automatic with the library's default options;
 //   gloo_ring, gloo_ring_chunked, gloo_halving_doubling, gloo_bcube  the classic algorithm
 //       objects (gloo::AllreduceRing and the others), built once per run;
 //   gloo_allreduce_ring, gloo_allreduce_bcube  gloo::allreduce with options built once.
@@ -69,17 +72,19 @@ T* data() { return reinterpret_cast<T*>(storage.data()); }
 // A side: prepares for `count` elements of T (outside the timing), returns the call to time.
 using side_fn = std::function<std::function<void()>(std::size_t count, bool half)>;
 
-gradsync::reducer_options reducer_options_;
+// The settings docs/gloo.md gives for Gloo's TCP transport.
+gradsync::reducer_options gloo_settings{.pipeline = {.segment_bytes = std::size_t(1) << 20, .window = 64}};
+gradsync::automatic gloo_automatic{.small_bytes = std::size_t(256) << 10};
 
 template <class Algorithm>
-side_fn gradsync_side(Algorithm algorithm = {})
+side_fn gradsync_side(Algorithm algorithm = {}, const gradsync::reducer_options* options = &gloo_settings)
 {
-    return [algorithm](std::size_t count, bool half) -> std::function<void()> {
+    return [algorithm, options](std::size_t count, bool half) -> std::function<void()> {
         if (half) {
-            auto r = std::make_shared<gradsync::reducer<gradsync::half, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count, algorithm, reducer_options_);
+            auto r = std::make_shared<gradsync::reducer<gradsync::half, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count, algorithm, *options);
             return [r, count] { (*r)(std::span<gradsync::half>(data<gradsync::half>(), count)); };
         }
-        auto r = std::make_shared<gradsync::reducer<float, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count, algorithm, reducer_options_);
+        auto r = std::make_shared<gradsync::reducer<float, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count, algorithm, *options);
         return [r, count] { (*r)(std::span<float>(data<float>(), count)); };
     };
 }
@@ -124,7 +129,9 @@ struct side {
 std::vector<side> all_sides()
 {
     using A = gloo::AllreduceOptions::Algorithm;
-    return {{"gradsync_automatic", gradsync_side<gradsync::automatic>(), false},
+    static const gradsync::reducer_options defaults;
+    return {{"gradsync_automatic", gradsync_side<gradsync::automatic>(gloo_automatic), false},
+            {"gradsync_defaults", gradsync_side<gradsync::automatic>({}, &defaults), false},
             {"gradsync_doubling", gradsync_side<gradsync::recursive_doubling>(), false},
             {"gradsync_ring", gradsync_side<gradsync::ring>(), false},
             {"gradsync_recursive_halving", gradsync_side<gradsync::recursive_halving>(), false},
@@ -214,9 +221,11 @@ int main(int argc, char** argv)
         ranks_ = std::max(2, std::atoi(n.c_str()));
     const std::string csv = option(argc, argv, "--csv"), svg = option(argc, argv, "--svg");
     if (const char* seg = std::getenv("GRADSYNC_BENCH_SEGMENT_KIB"))
-        reducer_options_.pipeline.segment_bytes = std::size_t(std::atoi(seg)) << 10;
+        gloo_settings.pipeline.segment_bytes = std::size_t(std::atoi(seg)) << 10;
     if (const char* win = std::getenv("GRADSYNC_BENCH_WINDOW"))
-        reducer_options_.pipeline.window = std::atoi(win);
+        gloo_settings.pipeline.window = std::atoi(win);
+    if (const char* small = std::getenv("GRADSYNC_BENCH_SMALL_KIB"))
+        gloo_automatic.small_bytes = std::size_t(std::atoi(small)) << 10;
     const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
     const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 5;
 
@@ -292,7 +301,7 @@ int main(int argc, char** argv)
             chart.x.push_back(double(b));
             chart.x_tick_labels.push_back(gradsync_bench::size_text(b));
         }
-        const char* palette[] = {"#d62728", "#ff7f0e", "#bcbd22", "#1f77b4", "#17becf", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f"};
+        const char* palette[] = {"#d62728", "#ff7f0e", "#bcbd22", "#1f77b4", "#17becf", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f", "#e377c2", "#000000"};
         for (bool half : {false, true}) {
             const std::string type = half ? "fp16" : "fp32";
             std::vector<std::string> names;
@@ -318,7 +327,7 @@ int main(int argc, char** argv)
                             best_t * 1e6, g * 1e6, g > 0 ? best_t / g : 0.0);
             }
             for (std::size_t k = 0; k < sides.size(); ++k) {
-                gradsync_examples::chart_series series{.name = sides[k].name + " " + type, .colour = palette[k % 9],
+                gradsync_examples::chart_series series{.name = sides[k].name + " " + type, .colour = palette[k % std::size(palette)],
                                                        .dashed = half};
                 for (std::size_t b : sizes) {
                     const double t = table.median(names[k], b);

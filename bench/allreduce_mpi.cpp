@@ -9,6 +9,9 @@
 //       timed allreduce follows a burst of other work (GRADSYNC_BENCH_BURST_MIB, 16 by
 //       default, streamed through memory as a layer's backward would), and only the
 //       allreduce is timed; MPI_Allreduce against automatic, 50 calls per run.
+//   mpiexec -n 2 bench_allreduce_mpi alternate   MPI_Allreduce and automatic take turns,
+//       200 calls each, with no untimed calls between: every run starts in the state the
+//       other side left (GRADSYNC_BENCH_REPS=20 by default), 4 KiB ... 1 MiB.
 // GRADSYNC_BENCH_THREAD=multiple initialises MPI with MPI_THREAD_MULTIPLE (the level a
 // synchronizer's communication thread asks for) instead of MPI_Init.
 // Rank 0 reports; every side is registered once per repetition, repetitions outermost, so
@@ -22,6 +25,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,7 +39,11 @@ std::unique_ptr<gradsync::mpi_communicator> comm, comm_with_deadline;
 
 int layer_count = 16;
 bool bursts = false;
+bool alternate = false;
 std::vector<float> burst_buffer; // the other work's memory, set up once
+// Alternate mode's reducers, one per size, kept for the whole program as a trainer keeps its
+// own: a run then starts with the other side's state, not with a new reducer's first call.
+std::map<std::size_t, std::shared_ptr<void>> kept_reducers;
 
 // The other work between two allreduces: one pass that reads and writes burst_buffer, which
 // leaves the caches as a layer's backward would (the allreduce's buffer no longer in them).
@@ -78,19 +86,28 @@ std::vector<std::size_t> layers_of(std::size_t count)
 // would favour whichever side is not registered first. They also touch the scratch.
 benchmark::IterationCount warm_up(const benchmark::State& state)
 {
-    return std::max<benchmark::IterationCount>(10, state.max_iterations);
+    return alternate ? 0 : std::max<benchmark::IterationCount>(10, state.max_iterations);
 }
 
 template <class Policy, class Algorithm, bool deadline = false>
 void run_gradsync(benchmark::State& state, std::size_t count)
 {
-    gradsync::reducer<float, gradsync::mpi_communicator, Policy, Algorithm> reduce(
-        deadline ? *comm_with_deadline : *comm, layers_of(count));
+    using reducer = gradsync::reducer<float, gradsync::mpi_communicator, Policy, Algorithm>;
+    const auto made = [&] { return std::make_shared<reducer>(deadline ? *comm_with_deadline : *comm, layers_of(count)); };
+    std::shared_ptr<reducer> reduce;
+    if (alternate) {
+        std::shared_ptr<void>& kept = kept_reducers[count];
+        if (!kept)
+            kept = made();
+        reduce = std::static_pointer_cast<reducer>(kept);
+    } else {
+        reduce = made();
+    }
     const std::span<float> data(buffer.data(), count);
     for (benchmark::IterationCount i = 0; i < warm_up(state); ++i)
-        reduce(data);
+        (*reduce)(data);
     MPI_Barrier(MPI_COMM_WORLD);
-    timed(state, [&] { reduce(data); });
+    timed(state, [&] { (*reduce)(data); });
 }
 
 void run_mpi(benchmark::State& state, std::size_t count)
@@ -126,13 +143,14 @@ int main(int argc, char** argv)
         comm_with_deadline = std::make_unique<gradsync::mpi_communicator>(
             MPI_COMM_WORLD, gradsync::mpi_options{.deadline = std::chrono::seconds(60)});
         const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
-        const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 5;
-        if (const char* layers_env = std::getenv("GRADSYNC_BENCH_LAYERS"))
-            layer_count = std::max(1, std::atoi(layers_env));
         const bool adasum = argc > 1 && std::string(argv[1]) == "adasum";
         bursts = argc > 1 && std::string(argv[1]) == "bursts";
-        if (adasum || bursts)
+        alternate = argc > 1 && std::string(argv[1]) == "alternate";
+        if (adasum || bursts || alternate)
             argv[1] = argv[0], --argc, ++argv;
+        const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : alternate ? 20 : 5;
+        if (const char* layers_env = std::getenv("GRADSYNC_BENCH_LAYERS"))
+            layer_count = std::max(1, std::atoi(layers_env));
         if (bursts) {
             const char* mib_env = std::getenv("GRADSYNC_BENCH_BURST_MIB");
             const std::size_t mib = mib_env ? std::size_t(std::max(1, std::atoi(mib_env))) : 16;
@@ -140,7 +158,7 @@ int main(int argc, char** argv)
         }
         std::vector<std::size_t> sizes;
         // Sum: steps of 2 up to 16 MiB, where the transport's protocols change, then of 4.
-        for (std::size_t b = adasum ? 65536 : 4096; b <= (std::size_t(adasum ? 64 : 256) << 20);
+        for (std::size_t b = adasum ? 65536 : 4096; b <= (std::size_t(adasum ? 64 : alternate ? 1 : 256) << 20);
              b *= !adasum && b < (std::size_t(16) << 20) ? 2 : 4)
             sizes.push_back(b);
         buffer.assign(sizes.back() / sizeof(float), 0.0f);
@@ -158,7 +176,7 @@ int main(int argc, char** argv)
                          {"sum_automatic", run_gradsync<sum, automatic>},
                          {"adasum_automatic", run_gradsync<gradsync::adasum, automatic>},
                      }
-                   : bursts ? std::vector<std::pair<std::string, side_fn>>{
+                   : bursts || alternate ? std::vector<std::pair<std::string, side_fn>>{
                                   {"mpi_allreduce", run_mpi},
                                   {"automatic", run_gradsync<sum, automatic>},
                               }
@@ -177,7 +195,9 @@ int main(int argc, char** argv)
                         gradsync_bench::bench_name(name, bytes, rep).c_str(),
                         [fn = fn, bytes](benchmark::State& s) { fn(s, bytes / sizeof(float)); });
                     // Bursts mode: 50 calls per run, the burst costs milliseconds each.
-                    b->Iterations(bursts ? 50 : gradsync_bench::iterations_for(bytes, 2e9, 5e-6, 0.05))
+                    b->Iterations(bursts      ? 50
+                                  : alternate ? 200
+                                              : gradsync_bench::iterations_for(bytes, 2e9, 5e-6, 0.05))
                         ->Unit(benchmark::kMicrosecond);
                     if (bursts)
                         b->UseManualTime();
@@ -199,7 +219,10 @@ int main(int argc, char** argv)
                 std::vector<std::string> names;
                 for (const auto& s : sides)
                     names.push_back(s.first);
-                std::printf("\n%d ranks, fp32 Sum%s, %s", size, bursts ? ", each call after a burst of other work" : "",
+                std::printf("\n%d ranks, fp32 Sum%s, %s", size,
+                            bursts      ? ", each call after a burst of other work"
+                            : alternate ? ", the sides taking turns every 200 calls"
+                                        : "",
                             multiple ? (provided == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE" : "MPI_THREAD_MULTIPLE refused")
                                      : "MPI_Init");
                 table.print(names, "mpi_allreduce", sizes, bus);
@@ -208,6 +231,7 @@ int main(int argc, char** argv)
             null_reporter quiet;
             benchmark::RunSpecifiedBenchmarks(&quiet);
         }
+        kept_reducers.clear();
         comm.reset();
         comm_with_deadline.reset();
     }

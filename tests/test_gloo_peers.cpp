@@ -83,6 +83,8 @@ std::vector<outcome> run_ranks(int n, const std::function<outcome(int, const con
             ::kill(children[i], SIGKILL);
             ::waitpid(children[i], &status, 0);
             out.push_back(rank + " was still running after the case's time and was killed");
+        } else if (WIFSIGNALED(status)) {
+            out.push_back(rank + " was killed by signal " + std::to_string(WTERMSIG(status)));
         } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             out.push_back(rank + " failed (see its line on stderr)");
         } else {
@@ -252,33 +254,77 @@ TEST_CASE("two communicators on one context, with different slot prefixes, never
     check_all(out);
 }
 
-TEST_CASE("a reducer's later calls reuse the unbound buffers of its first", "[gloo]")
+TEST_CASE("messages whose receives are posted late, per tag and waited in reverse, arrive whole", "[gloo]")
 {
+    // Rank 0 posts all its sends at once; rank 1 posts its receives only later, tag by tag,
+    // and waits in the reverse order. Per pair and tag, messages match in posting order.
     const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
         gloo_communicator comm(connect(timeout_of(milliseconds(30000))));
-        constexpr std::size_t count = 300000; // several pipeline segments per step
-        gradsync::reducer<float, gloo_communicator, gradsync::sum, gradsync::ring> reduce(comm, count);
-        std::vector<float> data(count);
-        std::size_t after_first = 0;
-        for (int call = 0; call < 5; ++call) {
-            for (std::size_t i = 0; i < count; ++i)
-                data[i] = float((i + std::size_t(call)) % 97 + std::size_t(rank));
-            reduce(std::span<float>(data));
-            for (std::size_t i = 0; i < count; ++i) {
-                const float want = float(2 * ((i + std::size_t(call)) % 97) + 1);
-                if (data[i] != want)
-                    return "call " + std::to_string(call) + ": element " + std::to_string(i) + " is " +
-                        std::to_string(data[i]) + ", not " + std::to_string(want);
-            }
-            if (call == 0)
-                after_first = comm.pooled();
-            else if (comm.pooled() != after_first)
-                return "call " + std::to_string(call) + " left " + std::to_string(comm.pooled()) +
-                    " pooled buffers, the first " + std::to_string(after_first);
+        struct message {
+            int tag;
+            std::size_t bytes;
+        };
+        const std::vector<message> sent{{1, 0}, {2, 100}, {1, 5000}, {3, 65536}, {2, 65537}, {1, 1}, {3, 7}};
+        std::vector<std::vector<std::byte>> bufs;
+        for (std::size_t m = 0; m < sent.size(); ++m) {
+            bufs.emplace_back(sent[m].bytes);
+            for (std::size_t i = 0; i < sent[m].bytes; ++i)
+                bufs[m][i] = rank == 0 ? std::byte(ref::key(int(m), 0, i)) : std::byte(0);
         }
-        return after_first > 0 ? "" : "nothing was pooled";
+        std::vector<gloo_communicator::request> q;
+        if (rank == 0) {
+            for (std::size_t m = 0; m < sent.size(); ++m)
+                q.push_back(comm.isend(std::span<const std::byte>(bufs[m]), 1, sent[m].tag));
+            for (auto& r : q)
+                comm.wait(r);
+            return "";
+        }
+        std::this_thread::sleep_for(milliseconds(300));
+        for (int tag : {3, 2, 1})
+            for (std::size_t m = 0; m < sent.size(); ++m)
+                if (sent[m].tag == tag)
+                    q.push_back(comm.irecv(std::span<std::byte>(bufs[m]), 0, tag));
+        for (auto r = q.rbegin(); r != q.rend(); ++r)
+            comm.wait(*r);
+        for (std::size_t m = 0; m < sent.size(); ++m)
+            for (std::size_t i = 0; i < sent[m].bytes; ++i)
+                if (bufs[m][i] != std::byte(ref::key(int(m), 0, i)))
+                    return "message " + std::to_string(m) + " (tag " + std::to_string(sent[m].tag) + ", " +
+                        std::to_string(sent[m].bytes) + " bytes): byte " + std::to_string(i) + " is wrong";
+        return "";
     });
     check_all(out);
+}
+
+TEST_CASE("a reducer's later calls reuse the unbound buffers of its first", "[gloo]")
+{
+    // 300000 elements: several pipeline segments per step; 1000: one small message per step.
+    for (std::size_t count : {std::size_t(300000), std::size_t(1000)}) {
+        const auto out = run_ranks(2, [count](int rank, const connector& connect) -> outcome {
+            gloo_communicator comm(connect(timeout_of(milliseconds(30000))));
+            gradsync::reducer<float, gloo_communicator, gradsync::sum, gradsync::ring> reduce(comm, count);
+            std::vector<float> data(count);
+            std::size_t after_first = 0;
+            for (int call = 0; call < 5; ++call) {
+                for (std::size_t i = 0; i < count; ++i)
+                    data[i] = float((i + std::size_t(call)) % 97 + std::size_t(rank));
+                reduce(std::span<float>(data));
+                for (std::size_t i = 0; i < count; ++i) {
+                    const float want = float(2 * ((i + std::size_t(call)) % 97) + 1);
+                    if (data[i] != want)
+                        return "call " + std::to_string(call) + ": element " + std::to_string(i) + " is " +
+                            std::to_string(data[i]) + ", not " + std::to_string(want);
+                }
+                if (call == 0)
+                    after_first = comm.pooled();
+                else if (comm.pooled() != after_first)
+                    return "call " + std::to_string(call) + " left " + std::to_string(comm.pooled()) +
+                        " pooled buffers, the first " + std::to_string(after_first);
+            }
+            return after_first > 0 ? "" : "nothing was pooled";
+        });
+        check_all(out);
+    }
 }
 
 TEST_CASE("misuse is a usage_error naming what is wrong", "[gloo]")
