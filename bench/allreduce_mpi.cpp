@@ -7,11 +7,13 @@
 //       layout (GRADSYNC_BENCH_LAYERS near-equal layers, 16 by default), 64 KiB ... 64 MiB.
 //   mpiexec -n 2 bench_allreduce_mpi bursts   the Sum comparison as a trainer sees it: each
 //       timed allreduce follows a burst of other work (GRADSYNC_BENCH_BURST_MIB, 16 by
-//       default, streamed through memory as a layer's backward would), and only the
-//       allreduce is timed; MPI_Allreduce against automatic, 50 calls per run.
+//       default, streamed through memory as a layer's backward would) and new gradients
+//       written into the buffer, and only the allreduce is timed; MPI_Allreduce against
+//       automatic, 50 calls per run.
 //   mpiexec -n 2 bench_allreduce_mpi alternate   MPI_Allreduce and automatic take turns,
 //       200 calls each, with no untimed calls between: every run starts in the state the
-//       other side left (GRADSYNC_BENCH_REPS=20 by default), 4 KiB ... 1 MiB.
+//       other side left (GRADSYNC_BENCH_REPS=20 by default), 4 KiB ... 1 MiB; with
+//       GRADSYNC_BENCH_FRESH=1 new gradients are written before each call, off the clock.
 // GRADSYNC_BENCH_THREAD=multiple initialises MPI with MPI_THREAD_MULTIPLE (the level a
 // synchronizer's communication thread asks for) instead of MPI_Init.
 // Rank 0 reports; every side is registered once per repetition, repetitions outermost, so
@@ -40,32 +42,43 @@ std::unique_ptr<gradsync::mpi_communicator> comm, comm_with_deadline;
 int layer_count = 16;
 bool bursts = false;
 bool alternate = false;
+bool fresh = false; // GRADSYNC_BENCH_FRESH=1: new gradients before every timed call
 std::vector<float> burst_buffer; // the other work's memory, set up once
 // Alternate mode's reducers, one per size, kept for the whole program as a trainer keeps its
 // own: a run then starts with the other side's state, not with a new reducer's first call.
 std::map<std::size_t, std::shared_ptr<void>> kept_reducers;
 
-// The other work between two allreduces: one pass that reads and writes burst_buffer, which
-// leaves the caches as a layer's backward would (the allreduce's buffer no longer in them).
-void burst()
+// What a trainer does between two allreduces, untimed: in bursts mode one pass that reads
+// and writes burst_buffer (the allreduce's buffer leaves the caches, as during a layer's
+// backward), then, in bursts mode or with `fresh`, the layer's new gradients written into
+// the first `count` elements of the buffer (hot in cache, as backward leaves them; finite,
+// where a loop of in-place sums doubles them towards infinity).
+void between_calls(std::size_t count)
 {
     for (float& x : burst_buffer)
         x = x * 0.5f + 1.0f;
     benchmark::DoNotOptimize(burst_buffer.data());
+    static unsigned step = 0;
+    ++step;
+    for (std::size_t i = 0; i < count; ++i)
+        buffer[i] = float((i + step) % 13) * 1e-3f;
+    benchmark::ClobberMemory();
 }
 
-// Times `call` as the benchmark's iterations: plainly, or in bursts mode after a burst each,
-// with only the call on the clock.
+// Times `call` as the benchmark's iterations: plainly, or after between_calls() and a
+// barrier each, with only the call on the clock (the barrier keeps the peer's lateness from
+// its own burst, which neither side controls, out of the figure).
 template <class Call>
-void timed(benchmark::State& state, Call&& call)
+void timed(benchmark::State& state, std::size_t count, Call&& call)
 {
-    if (!bursts) {
+    if (!bursts && !fresh) {
         for (auto _ : state)
             call();
         return;
     }
     for (auto _ : state) {
-        burst();
+        between_calls(count);
+        MPI_Barrier(MPI_COMM_WORLD);
         const auto start = std::chrono::steady_clock::now();
         call();
         state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -107,7 +120,7 @@ void run_gradsync(benchmark::State& state, std::size_t count)
     for (benchmark::IterationCount i = 0; i < warm_up(state); ++i)
         (*reduce)(data);
     MPI_Barrier(MPI_COMM_WORLD);
-    timed(state, [&] { (*reduce)(data); });
+    timed(state, count, [&] { (*reduce)(data); });
 }
 
 void run_mpi(benchmark::State& state, std::size_t count)
@@ -115,7 +128,7 @@ void run_mpi(benchmark::State& state, std::size_t count)
     for (benchmark::IterationCount i = 0; i < warm_up(state); ++i)
         MPI_Allreduce(MPI_IN_PLACE, buffer.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
-    timed(state, [&] { MPI_Allreduce(MPI_IN_PLACE, buffer.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
+    timed(state, count, [&] { MPI_Allreduce(MPI_IN_PLACE, buffer.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
 }
 
 class null_reporter : public benchmark::BenchmarkReporter {
@@ -146,6 +159,7 @@ int main(int argc, char** argv)
         const bool adasum = argc > 1 && std::string(argv[1]) == "adasum";
         bursts = argc > 1 && std::string(argv[1]) == "bursts";
         alternate = argc > 1 && std::string(argv[1]) == "alternate";
+        fresh = alternate && std::getenv("GRADSYNC_BENCH_FRESH") && std::string(std::getenv("GRADSYNC_BENCH_FRESH")) == "1";
         if (adasum || bursts || alternate)
             argv[1] = argv[0], --argc, ++argv;
         const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : alternate ? 20 : 5;
@@ -199,7 +213,7 @@ int main(int argc, char** argv)
                                   : alternate ? 200
                                               : gradsync_bench::iterations_for(bytes, 2e9, 5e-6, 0.05))
                         ->Unit(benchmark::kMicrosecond);
-                    if (bursts)
+                    if (bursts || fresh)
                         b->UseManualTime();
                     else
                         b->UseRealTime();
@@ -221,7 +235,8 @@ int main(int argc, char** argv)
                     names.push_back(s.first);
                 std::printf("\n%d ranks, fp32 Sum%s, %s", size,
                             bursts      ? ", each call after a burst of other work"
-                            : alternate ? ", the sides taking turns every 200 calls"
+                            : alternate ? (fresh ? ", the sides taking turns every 200 calls, new gradients before each call"
+                                                 : ", the sides taking turns every 200 calls")
                                         : "",
                             multiple ? (provided == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE" : "MPI_THREAD_MULTIPLE refused")
                                      : "MPI_Init");
