@@ -77,14 +77,14 @@ gradsync::reducer_options gloo_settings{.pipeline = {.segment_bytes = std::size_
 gradsync::automatic gloo_automatic{.small_bytes = std::size_t(256) << 10};
 
 template <class Algorithm>
-side_fn gradsync_side(Algorithm algorithm = {}, const gradsync::reducer_options* options = &gloo_settings)
+side_fn gradsync_side(Algorithm algorithm = {}, gradsync::reducer_options options = gloo_settings)
 {
     return [algorithm, options](std::size_t count, bool half) -> std::function<void()> {
         if (half) {
-            auto r = std::make_shared<gradsync::reducer<gradsync::half, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count, algorithm, *options);
+            auto r = std::make_shared<gradsync::reducer<gradsync::half, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count, algorithm, options);
             return [r, count] { (*r)(std::span<gradsync::half>(data<gradsync::half>(), count)); };
         }
-        auto r = std::make_shared<gradsync::reducer<float, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count, algorithm, *options);
+        auto r = std::make_shared<gradsync::reducer<float, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count, algorithm, options);
         return [r, count] { (*r)(std::span<float>(data<float>(), count)); };
     };
 }
@@ -129,9 +129,8 @@ struct side {
 std::vector<side> all_sides()
 {
     using A = gloo::AllreduceOptions::Algorithm;
-    static const gradsync::reducer_options defaults;
     return {{"gradsync_automatic", gradsync_side<gradsync::automatic>(gloo_automatic), false},
-            {"gradsync_defaults", gradsync_side<gradsync::automatic>({}, &defaults), false},
+            {"gradsync_defaults", gradsync_side<gradsync::automatic>({}, {}), false},
             {"gradsync_doubling", gradsync_side<gradsync::recursive_doubling>(), false},
             {"gradsync_ring", gradsync_side<gradsync::ring>(), false},
             {"gradsync_recursive_halving", gradsync_side<gradsync::recursive_halving>(), false},

@@ -159,7 +159,8 @@ int main(int argc, char** argv)
         const bool adasum = argc > 1 && std::string(argv[1]) == "adasum";
         bursts = argc > 1 && std::string(argv[1]) == "bursts";
         alternate = argc > 1 && std::string(argv[1]) == "alternate";
-        fresh = alternate && std::getenv("GRADSYNC_BENCH_FRESH") && std::string(std::getenv("GRADSYNC_BENCH_FRESH")) == "1";
+        const char* fresh_env = std::getenv("GRADSYNC_BENCH_FRESH");
+        fresh = alternate && fresh_env && std::string(fresh_env) == "1";
         if (adasum || bursts || alternate)
             argv[1] = argv[0], --argc, ++argv;
         const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : alternate ? 20 : 5;
