@@ -10,7 +10,7 @@
 // the ranks are the MPI processes instead and both studies run at the world size.
 #include <gradsync/comm/local.hpp>
 #include <gradsync/error.hpp>
-#include <gradsync/planner/profile.hpp>
+#include <gradsync/planner/profile_csv.hpp>
 #include <gradsync/planner/svg.hpp>
 #include <gradsync/planner/timeline.hpp>
 #include <gradsync/policy/adasum.hpp>

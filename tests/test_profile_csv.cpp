@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include <gradsync/planner/profile.hpp>
+#include <gradsync/planner/profile_csv.hpp>
 
 namespace {
 

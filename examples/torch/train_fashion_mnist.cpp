@@ -20,7 +20,7 @@
 // emulated slow link, beside the planner's prediction and the plain libtorch loop;
 // profile.csv, the measured LeNet profile, in --out.
 #include <gradsync/comm/local.hpp>
-#include <gradsync/planner/profile.hpp>
+#include <gradsync/planner/profile_csv.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/policy/sum.hpp>
 #include <gradsync/torch.hpp>

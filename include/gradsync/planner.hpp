@@ -10,6 +10,7 @@
 #include <gradsync/planner/optimal.hpp>
 #include <gradsync/planner/plan.hpp>
 #include <gradsync/planner/profile.hpp>
+#include <gradsync/planner/profile_csv.hpp>
 #include <gradsync/planner/single.hpp>
 #include <gradsync/planner/svg.hpp>
 #include <gradsync/planner/timeline.hpp>
