@@ -9,7 +9,10 @@
 //       segments, a window of 64 and automatic{.small_bytes = 256 KiB}
 //       (GRADSYNC_BENCH_SEGMENT_KIB, GRADSYNC_BENCH_WINDOW and GRADSYNC_BENCH_SMALL_KIB
 //       change them);
-//   gradsync_defaults  automatic with the library's default options;
+//   gradsync_defaults  automatic with the library's default reducer options;
+//   all of them over one gloo_communicator whose sockets have the 256 KiB send buffers
+//       docs/gloo.md gives for one host (GRADSYNC_BENCH_SNDBUF_KIB; 0: the kernel's
+//       autotuning, which Gloo's sides keep);
 //   gloo_ring, gloo_ring_chunked, gloo_halving_doubling, gloo_bcube  the classic algorithm
 //       objects (gloo::AllreduceRing and the others), built once per run;
 //   gloo_allreduce_ring, gloo_allreduce_bcube  gloo::allreduce with options built once.
@@ -75,6 +78,7 @@ using side_fn = std::function<std::function<void()>(std::size_t count, bool half
 // The settings docs/gloo.md gives for Gloo's TCP transport.
 gradsync::reducer_options gloo_settings{.pipeline = {.segment_bytes = std::size_t(1) << 20, .window = 64}};
 gradsync::automatic gloo_automatic{.small_bytes = std::size_t(256) << 10};
+std::size_t gloo_send_buffer_bytes = std::size_t(256) << 10;
 
 template <class Algorithm>
 side_fn gradsync_side(Algorithm algorithm = {}, gradsync::reducer_options options = gloo_settings)
@@ -225,6 +229,8 @@ int main(int argc, char** argv)
         gloo_settings.pipeline.window = std::atoi(win);
     if (const char* small = std::getenv("GRADSYNC_BENCH_SMALL_KIB"))
         gloo_automatic.small_bytes = std::size_t(std::atoi(small)) << 10;
+    if (const char* sndbuf = std::getenv("GRADSYNC_BENCH_SNDBUF_KIB"))
+        gloo_send_buffer_bytes = std::size_t(std::atoi(sndbuf)) << 10;
     const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
     const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 5;
 
@@ -253,7 +259,9 @@ int main(int argc, char** argv)
         o.prefix = "control";
         control = gradsync::gloo_connect(store, rank_, ranks_, o);
         o.prefix = "gradsync";
+        o.send_buffer_bytes = gloo_send_buffer_bytes;
         comm = std::make_unique<gradsync::gloo_communicator>(gradsync::gloo_connect(store, rank_, ranks_, o));
+        o.send_buffer_bytes = 0; // Gloo's sides keep Gloo's sockets
         for (const side& s : sides)
             if (s.gloo) {
                 o.prefix = s.name;

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -327,6 +329,50 @@ TEST_CASE("a reducer's later calls reuse the unbound buffers of its first", "[gl
     }
 }
 
+// The process's connected sockets whose send buffer the kernel reports as `bytes`.
+int sockets_with_send_buffer(int bytes)
+{
+    int n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+        const int fd = std::stoi(entry.path().filename().string());
+        struct stat st {};
+        sockaddr_storage peer{};
+        socklen_t peer_len = sizeof peer;
+        int value = 0;
+        socklen_t len = sizeof value;
+        if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+            ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0 &&
+            ::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, &len) == 0 && value == bytes)
+            ++n;
+    }
+    return n;
+}
+
+TEST_CASE("send_buffer_bytes sets the send buffer of the socket to every peer, and the reducer still agrees",
+          "[gloo]")
+{
+    const auto out = run_ranks(3, [](int rank, const connector& connect) -> outcome {
+        const std::size_t bytes = 96 << 10;
+        const int before = sockets_with_send_buffer(int(2 * bytes)); // Linux doubles SO_SNDBUF
+        auto o = timeout_of(milliseconds(30000));
+        o.send_buffer_bytes = bytes;
+        gloo_communicator comm(connect(o));
+        const int after = sockets_with_send_buffer(int(2 * bytes));
+        if (after - before != 2)
+            return std::to_string(after - before) + " sockets got the send buffer, not 2";
+        const std::size_t count = 300000; // several segments of every pipeline step
+        std::vector<float> data(count);
+        for (std::size_t i = 0; i < count; ++i)
+            data[i] = float(i % 89 + std::size_t(rank));
+        gradsync::allreduce(comm, std::span<float>(data));
+        for (std::size_t i = 0; i < count; ++i)
+            if (data[i] != float(3 * (i % 89) + 3))
+                return "element " + std::to_string(i) + " is " + std::to_string(data[i]);
+        return "";
+    });
+    check_all(out);
+}
+
 TEST_CASE("misuse is a usage_error naming what is wrong", "[gloo]")
 {
     const auto out = run_ranks(1, [](int, const connector& connect) -> outcome {
@@ -351,6 +397,11 @@ TEST_CASE("misuse is a usage_error naming what is wrong", "[gloo]")
             gloo::rendezvous::FileStore store(std::filesystem::temp_directory_path().string());
             gradsync::gloo_connect(store, 2, 2);
         });
+        expect("a send buffer too large for a socket option", "INT_MAX", [&] {
+            gloo::rendezvous::FileStore store(std::filesystem::temp_directory_path().string());
+            gradsync::gloo_connect(store, 0, 2, {.send_buffer_bytes = std::size_t(1) << 31});
+        });
+        expect("a send buffer of 0 bytes", "send buffer", [&] { gradsync::gloo_limit_send_buffers(*context, 0); });
         return all;
     });
     check_all(out);

@@ -7,17 +7,33 @@
 // hosts. Keys are written under `prefix`, so jobs, or several contexts of one job, can share
 // one store. Every rank must call with the same size and prefix; it returns once every rank
 // is connected.
+//
+// gloo_limit_send_buffers sets the send buffer (SO_SNDBUF) of a context's TCP sockets, which
+// Gloo neither exposes nor sizes for unbound buffers (docs/gloo.md, "Performance"). Each pair
+// has a socket of its own, found among the process's descriptors (/proc/self/fd) as the
+// connected socket whose local address is the pair's.
 #pragma once
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/store.h>
+#include <gloo/transport/pair.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <chrono>
+#include <climits>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <gradsync/error.hpp>
 
@@ -30,7 +46,71 @@ struct gloo_connect_options {
     // Gloo's own timeout: connecting, and every wait that has no deadline of its own.
     std::chrono::milliseconds timeout{30000};
     std::string prefix = "gradsync";
+    // SO_SNDBUF of every socket of the context (gloo_limit_send_buffers); 0: the kernel's
+    // autotuning, as Gloo leaves it. docs/gloo.md gives the value for ranks on one host.
+    std::size_t send_buffer_bytes = 0;
 };
+
+namespace detail {
+
+inline bool same_endpoint(const sockaddr_storage& a, const sockaddr_storage& b) noexcept
+{
+    if (a.ss_family != b.ss_family)
+        return false;
+    if (a.ss_family == AF_INET) {
+        const auto& x = reinterpret_cast<const sockaddr_in&>(a);
+        const auto& y = reinterpret_cast<const sockaddr_in&>(b);
+        return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+    }
+    if (a.ss_family == AF_INET6) {
+        const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
+        const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
+        return x.sin6_port == y.sin6_port && std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
+    }
+    return false;
+}
+
+} // namespace detail
+
+// Sets SO_SNDBUF to `bytes` (Linux doubles it) on the socket of each of the context's TCP
+// pairs; returns how many it set: size - 1 when every pair is a connected TCP pair and
+// /proc/self/fd can be read. Pairs of other transports are left alone.
+inline int gloo_limit_send_buffers(gloo::Context& context, std::size_t bytes)
+{
+    if (bytes == 0 || bytes > std::size_t(INT_MAX))
+        throw usage_error("gradsync::gloo_limit_send_buffers: " + std::to_string(bytes) +
+                          " bytes is not a send buffer size (1 to INT_MAX)");
+    std::vector<sockaddr_storage> mine;
+    for (int p = 0; p < context.size; ++p)
+        if (p != context.rank)
+            if (const auto& pair = context.getPair(p))
+                if (auto* address = dynamic_cast<const gloo::transport::tcp::Address*>(&pair->address()))
+                    mine.push_back(address->getSockaddr());
+    DIR* dir = ::opendir("/proc/self/fd");
+    if (!dir)
+        return 0;
+    const int value = int(bytes);
+    int set = 0;
+    while (const dirent* entry = ::readdir(dir)) {
+        char* end = nullptr;
+        const long fd = std::strtol(entry->d_name, &end, 10);
+        struct stat st {};
+        sockaddr_storage local{}, peer{};
+        socklen_t local_len = sizeof local, peer_len = sizeof peer;
+        if (*end != '\0' || end == entry->d_name || fd == ::dirfd(dir) || ::fstat(int(fd), &st) != 0 ||
+            !S_ISSOCK(st.st_mode) || ::getsockname(int(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+            ::getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0)
+            continue;
+        for (const sockaddr_storage& m : mine)
+            if (detail::same_endpoint(local, m) &&
+                ::setsockopt(int(fd), SOL_SOCKET, SO_SNDBUF, &value, sizeof value) == 0) {
+                ++set;
+                break;
+            }
+    }
+    ::closedir(dir);
+    return set;
+}
 
 inline std::shared_ptr<gloo::Context> gloo_connect(gloo::rendezvous::Store& store, int rank, int size,
                                                    const gloo_connect_options& options = {})
@@ -40,12 +120,16 @@ inline std::shared_ptr<gloo::Context> gloo_connect(gloo::rendezvous::Store& stor
         throw usage_error(who + ": rank must be in [0, size) and size at least 1");
     if (options.timeout.count() <= 0)
         throw usage_error(who + ": the timeout must be positive");
+    if (options.send_buffer_bytes > std::size_t(INT_MAX))
+        throw usage_error(who + ": send_buffer_bytes " + std::to_string(options.send_buffer_bytes) +
+                          " is larger than a socket option holds (INT_MAX)");
+    std::shared_ptr<gloo::rendezvous::Context> context;
     try {
         gloo::transport::tcp::attr attr;
         attr.hostname = options.hostname;
         auto device = gloo::transport::tcp::CreateDevice(attr);
         gloo::rendezvous::PrefixStore prefixed(options.prefix, store);
-        auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+        context = std::make_shared<gloo::rendezvous::Context>(rank, size);
         context->setTimeout(options.timeout);
         context->connectFullMesh(prefixed, device);
         // Return only once every rank is connected. Gloo's listening side accepts a peer's
@@ -58,10 +142,16 @@ inline std::shared_ptr<gloo::Context> gloo_connect(gloo::rendezvous::Store& stor
         for (int i = 0; i < size; ++i)
             everyone.push_back(done + std::to_string(i));
         prefixed.wait(everyone, options.timeout);
-        return context;
     } catch (const std::exception& e) {
         throw communication_error(who + ": connecting through the store failed: " + e.what());
     }
+    if (options.send_buffer_bytes) {
+        const int set = gloo_limit_send_buffers(*context, options.send_buffer_bytes);
+        if (set != size - 1)
+            throw communication_error(who + ": send_buffer_bytes was set on " + std::to_string(set) + " of the " +
+                                      std::to_string(size - 1) + " sockets (is /proc mounted?)");
+    }
+    return context;
 }
 
 } // namespace gradsync
