@@ -14,12 +14,13 @@
 //       docs/gloo.md gives for one host (GRADSYNC_BENCH_SNDBUF_KIB; 0: the kernel's
 //       autotuning, which Gloo's sides keep);
 //   gloo_ring, gloo_ring_chunked, gloo_halving_doubling, gloo_bcube  the classic algorithm
-//       objects (gloo::AllreduceRing and the others), built once per run;
-//   gloo_allreduce_ring, gloo_allreduce_bcube  gloo::allreduce with options built once.
+//       objects (gloo::AllreduceRing and the others);
+//   gloo_allreduce_ring, gloo_allreduce_bcube  gloo::allreduce with its options.
+// Every side is built once per size and type and kept for that size's repetitions.
 // Before timing, every side's result on integer data is checked against the exact sum.
-// Rank 0 reports: medians of GRADSYNC_BENCH_REPS (5) interleaved repetitions, and per size
-// the best Gloo side against gradsync_automatic; --csv writes every median, --svg the bus
-// bandwidth of every side against size.
+// Rank 0 reports: medians of GRADSYNC_BENCH_REPS (15) interleaved repetitions of about 50 ms
+// each (at least 2 calls), and per size the best Gloo side against gradsync_automatic;
+// --csv writes every median, --svg the bus bandwidth of every side against size.
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_bcube.h>
 #include <gloo/allreduce_halving_doubling.h>
@@ -186,13 +187,28 @@ void check_sides(const std::vector<side>& sides)
         }
 }
 
-// Untimed calls first, as many as the timed ones (at least 10): a size's first calls run
-// slower, and they would favour whichever side is not first.
+// Every side of the size being measured, built once and kept while its repetitions run,
+// as a trainer keeps its reducer: a repetition is then a short burst of calls on objects
+// already warm, and the sides take turns many times within seconds.
+struct prepared_sides {
+    bool half = false;
+    std::size_t bytes = 0;
+    std::map<std::string, std::function<void()>> calls;
+} prepared;
+
+// A side's first use at a size builds it and runs it untimed, as many times as it will be
+// timed (at least 10): a size's first calls run slower, and would favour whichever side is
+// not first.
 void run_side(benchmark::State& state, const side& s, std::size_t bytes, bool half)
 {
-    const std::function<void()> call = s.make(bytes / (half ? 2 : 4), half);
-    for (benchmark::IterationCount i = 0; i < std::max<benchmark::IterationCount>(10, state.max_iterations); ++i)
-        call();
+    if (prepared.bytes != bytes || prepared.half != half)
+        prepared = {half, bytes, {}};
+    std::function<void()>& call = prepared.calls[s.name];
+    if (!call) {
+        call = s.make(bytes / (half ? 2 : 4), half);
+        for (benchmark::IterationCount i = 0; i < std::max<benchmark::IterationCount>(10, state.max_iterations); ++i)
+            call();
+    }
     barrier();
     for (auto _ : state)
         call();
@@ -232,7 +248,7 @@ int main(int argc, char** argv)
     if (const char* sndbuf = std::getenv("GRADSYNC_BENCH_SNDBUF_KIB"))
         gloo_send_buffer_bytes = std::size_t(std::atoi(sndbuf)) << 10;
     const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
-    const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 5;
+    const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 15;
 
     char dir_template[] = "/tmp/gradsync-bench-gloo-XXXXXX";
     if (!::mkdtemp(dir_template)) {
@@ -276,14 +292,13 @@ int main(int argc, char** argv)
     check_sides(sides);
     std::fill(storage.begin(), storage.end(), std::byte(0));
 
-    // The sides' order turns by one per size and per repetition: no side is always the first
-    // after a size change (the first after the other type's 256 MiB calls pays for them).
-    std::size_t turn = 0;
-    for (int rep = 0; rep < reps; ++rep)
-        for (bool half : {false, true})
-            for (std::size_t bytes : sizes)
-                for (std::size_t k = 0, first = turn++ % sides.size(); k < sides.size(); ++k) {
-                    const side& s = sides[(first + k) % sides.size()];
+    // Per size, the repetitions take turns through the sides (in side_order's shuffled order).
+    gradsync_bench::side_order order(sides.size(), true);
+    for (bool half : {false, true})
+        for (std::size_t bytes : sizes)
+            for (int rep = 0; rep < reps; ++rep)
+                for (std::size_t k : order.next()) {
+                    const side& s = sides[k];
                     benchmark::RegisterBenchmark(
                         gradsync_bench::bench_name(s.name + (half ? "_fp16" : "_fp32"), bytes, rep).c_str(),
                         [&s, bytes, half](benchmark::State& st) { run_side(st, s, bytes, half); })
@@ -356,6 +371,7 @@ int main(int argc, char** argv)
             gradsync_examples::write_line_chart_svg(out, chart);
         }
     }
+    prepared = {};
     comm.reset();
     contexts.clear();
     control.reset();

@@ -16,8 +16,9 @@
 //       GRADSYNC_BENCH_FRESH=1 new gradients are written before each call, off the clock.
 // GRADSYNC_BENCH_THREAD=multiple initialises MPI with MPI_THREAD_MULTIPLE (the level a
 // synchronizer's communication thread asks for) instead of MPI_Init.
-// Rank 0 reports; every side is registered once per repetition, repetitions outermost, so
-// the sides interleave in time. The closing tables give medians, algbw, busbw and ratios.
+// Rank 0 reports; every side is registered once per repetition, repetitions outermost, in
+// an order shuffled for each repetition (alternate mode keeps its turns), so the sides
+// interleave in time. The closing tables give medians, algbw, busbw and ratios.
 #include <gradsync/comm/mpi.hpp>
 #include <gradsync/gradsync.hpp>
 
@@ -203,9 +204,11 @@ int main(int argc, char** argv)
                          {"recursive_halving", run_gradsync<sum, recursive_halving>},
                          {"recursive_doubling", run_gradsync<sum, recursive_doubling>},
                      };
+        gradsync_bench::side_order order(sides.size(), !alternate);
         for (int rep = 0; rep < reps; ++rep)
             for (std::size_t bytes : sizes)
-                for (const auto& [name, fn] : sides) {
+                for (std::size_t k : order.next()) {
+                    const auto& [name, fn] = sides[k];
                     benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
                         gradsync_bench::bench_name(name, bytes, rep).c_str(),
                         [fn = fn, bytes](benchmark::State& s) { fn(s, bytes / sizeof(float)); });

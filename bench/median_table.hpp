@@ -1,7 +1,7 @@
 // Collects the runs of interleaved benchmarks named "<side>/<bytes>/<repetition>" and
 // prints, per size, the median time of every side and its ratio against a baseline side.
-// Registering each (side, size) once per repetition, repetitions outermost, interleaves
-// the sides in time so that slow phases of a noisy machine hit all of them alike.
+// Registering each (side, size) once per repetition interleaves the sides in time so that
+// slow phases of a noisy machine hit all of them alike.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdio>
 #include <map>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,29 @@ public:
 
 private:
     std::map<std::string, std::map<std::size_t, std::vector<double>>> seconds_;
+};
+
+// The order in which the sides of one repetition run, shuffled anew for each by a generator
+// seeded alike on every rank: a side's first calls pay for the side before it, so no side
+// may always follow the same one. Unshuffled, the sides keep their registered order.
+class side_order {
+public:
+    side_order(std::size_t sides, bool shuffled) : order_(sides), shuffled_(shuffled)
+    {
+        std::iota(order_.begin(), order_.end(), std::size_t(0));
+    }
+
+    const std::vector<std::size_t>& next()
+    {
+        if (shuffled_)
+            std::shuffle(order_.begin(), order_.end(), random_);
+        return order_;
+    }
+
+private:
+    std::vector<std::size_t> order_;
+    bool shuffled_;
+    std::mt19937 random_{19};
 };
 
 // Iterations that take roughly `budget` seconds at `bytes_per_second`, at least 2.
