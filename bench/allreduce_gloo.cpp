@@ -196,9 +196,7 @@ struct prepared_sides {
     std::map<std::string, std::function<void()>> calls;
 } prepared;
 
-// A side's first use at a size builds it and runs it untimed, as many times as it will be
-// timed (at least 10): a size's first calls run slower, and would favour whichever side is
-// not first.
+// A side's first use at a size builds it and warms it up (warm_up_calls).
 void run_side(benchmark::State& state, const side& s, std::size_t bytes, bool half)
 {
     if (prepared.bytes != bytes || prepared.half != half)
@@ -206,7 +204,7 @@ void run_side(benchmark::State& state, const side& s, std::size_t bytes, bool ha
     std::function<void()>& call = prepared.calls[s.name];
     if (!call) {
         call = s.make(bytes / (half ? 2 : 4), half);
-        for (benchmark::IterationCount i = 0; i < std::max<benchmark::IterationCount>(10, state.max_iterations); ++i)
+        for (benchmark::IterationCount i = 0; i < gradsync_bench::warm_up_calls(state); ++i)
             call();
     }
     barrier();

@@ -95,12 +95,11 @@ std::vector<std::size_t> layers_of(std::size_t count)
     return layers;
 }
 
-// Untimed calls before each side's timed ones, as many (at least 10): the first calls at a
-// new size, right after a smaller one, ran up to 1.5x slower (16 MiB after 4 MiB), which
-// would favour whichever side is not registered first. They also touch the scratch.
+// Untimed calls before each side's timed ones (warm_up_calls; they also touch the scratch),
+// none in alternate mode, whose runs start in the state the other side left.
 benchmark::IterationCount warm_up(const benchmark::State& state)
 {
-    return alternate ? 0 : std::max<benchmark::IterationCount>(10, state.max_iterations);
+    return alternate ? 0 : gradsync_bench::warm_up_calls(state);
 }
 
 template <class Policy, class Algorithm, bool deadline = false>
