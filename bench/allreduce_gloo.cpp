@@ -1,5 +1,5 @@
 // gradsync over gloo_communicator against Gloo's own allreduce algorithms, on one host:
-//   bench_allreduce_gloo [--ranks N] [--csv FILE] [--svg FILE] [benchmark flags]
+//   bench_allreduce_gloo [bursts] [--ranks N] [--csv FILE] [--svg FILE] [benchmark flags]
 // The program forks its other ranks (2 by default) before anything starts; they meet
 // through a file store in a scratch directory, each side on a Gloo context of its own (the
 // classic algorithms resize their sockets' buffers), all over loopback TCP. Sides, on the
@@ -10,7 +10,9 @@
 //       (GRADSYNC_BENCH_SEGMENT_KIB, GRADSYNC_BENCH_WINDOW and GRADSYNC_BENCH_SMALL_KIB
 //       change them);
 //   gradsync_defaults  automatic with the library's default reducer options;
-//   all of them over one gloo_communicator whose sockets have the 256 KiB send buffers
+//   gradsync_sends_first  gradsync_automatic over a communicator that hides
+//       receives_first(), so its exchanges post their sends first as over MPI;
+//   all of them over one gloo_communicator whose sockets have the 512 KiB send buffers
 //       docs/gloo.md gives for one host (GRADSYNC_BENCH_SNDBUF_KIB; 0: the kernel's
 //       autotuning, which Gloo's sides keep);
 //   gloo_ring, gloo_ring_chunked, gloo_halving_doubling, gloo_bcube  the classic algorithm
@@ -21,6 +23,10 @@
 // Rank 0 reports: medians of GRADSYNC_BENCH_REPS (15) interleaved repetitions of about 50 ms
 // each (at least 2 calls), and per size the best Gloo side against gradsync_automatic;
 // --csv writes every median, --svg the bus bandwidth of every side against size.
+// With `bursts`, the comparison as a trainer sees it (as bench_allreduce_mpi's): fp32,
+// 4 KiB ... 16 MiB, 50 calls per repetition (7 repetitions by default), each timed alone
+// after a pass over GRADSYNC_BENCH_BURST_MIB (16) of other memory, new gradients written into
+// the buffer and a barrier.
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_bcube.h>
 #include <gloo/allreduce_halving_doubling.h>
@@ -46,6 +52,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <sys/wait.h>
@@ -53,12 +60,15 @@
 
 #include "line_chart.hpp"
 #include "median_table.hpp"
+#include "trainer_burst.hpp"
 
 namespace {
 
 static_assert(sizeof(gloo::float16) == sizeof(gradsync::half));
 
 int rank_ = 0, ranks_ = 2;
+bool bursts = false;
+gradsync_bench::trainer_burst burst;
 std::vector<std::byte> storage; // the buffer every side reduces in place
 std::shared_ptr<gloo::Context> control;
 std::map<std::string, std::shared_ptr<gloo::Context>> contexts; // one per side
@@ -79,17 +89,35 @@ using side_fn = std::function<std::function<void()>(std::size_t count, bool half
 // The settings docs/gloo.md gives for Gloo's TCP transport.
 gradsync::reducer_options gloo_settings{.pipeline = {.segment_bytes = std::size_t(1) << 20, .window = 64}};
 gradsync::automatic gloo_automatic{.small_bytes = std::size_t(256) << 10};
-std::size_t gloo_send_buffer_bytes = std::size_t(256) << 10;
+std::size_t gloo_send_buffer_bytes = std::size_t(512) << 10;
 
-template <class Algorithm>
+// comm without receives_first(): everything else is comm's.
+class sends_first_communicator {
+public:
+    using request = gradsync::gloo_communicator::request;
+    int rank() const { return comm->rank(); }
+    int size() const { return comm->size(); }
+    int tag_limit() const { return comm->tag_limit(); }
+    request isend(std::span<const std::byte> d, int peer, int tag) { return comm->isend(d, peer, tag); }
+    request irecv(std::span<std::byte> d, int peer, int tag) { return comm->irecv(d, peer, tag); }
+    void wait(request& r) { comm->wait(r); }
+};
+sends_first_communicator sends_first;
+
+template <class Algorithm, class Comm = gradsync::gloo_communicator>
 side_fn gradsync_side(Algorithm algorithm = {}, gradsync::reducer_options options = gloo_settings)
 {
     return [algorithm, options](std::size_t count, bool half) -> std::function<void()> {
+        Comm* c = nullptr;
+        if constexpr (std::is_same_v<Comm, gradsync::gloo_communicator>)
+            c = comm.get();
+        else
+            c = &sends_first;
         if (half) {
-            auto r = std::make_shared<gradsync::reducer<gradsync::half, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count, algorithm, options);
+            auto r = std::make_shared<gradsync::reducer<gradsync::half, Comm, gradsync::sum, Algorithm>>(*c, count, algorithm, options);
             return [r, count] { (*r)(std::span<gradsync::half>(data<gradsync::half>(), count)); };
         }
-        auto r = std::make_shared<gradsync::reducer<float, gradsync::gloo_communicator, gradsync::sum, Algorithm>>(*comm, count, algorithm, options);
+        auto r = std::make_shared<gradsync::reducer<float, Comm, gradsync::sum, Algorithm>>(*c, count, algorithm, options);
         return [r, count] { (*r)(std::span<float>(data<float>(), count)); };
     };
 }
@@ -136,6 +164,7 @@ std::vector<side> all_sides()
     using A = gloo::AllreduceOptions::Algorithm;
     return {{"gradsync_automatic", gradsync_side<gradsync::automatic>(gloo_automatic), false},
             {"gradsync_defaults", gradsync_side<gradsync::automatic>({}, {}), false},
+            {"gradsync_sends_first", gradsync_side<gradsync::automatic, sends_first_communicator>(gloo_automatic), false},
             {"gradsync_doubling", gradsync_side<gradsync::recursive_doubling>(), false},
             {"gradsync_ring", gradsync_side<gradsync::ring>(), false},
             {"gradsync_recursive_halving", gradsync_side<gradsync::recursive_halving>(), false},
@@ -208,6 +237,10 @@ void run_side(benchmark::State& state, const side& s, std::size_t bytes, bool ha
             call();
     }
     barrier();
+    if (bursts) {
+        gradsync_bench::time_after_bursts(state, burst, std::span<float>(data<float>(), bytes / 4), barrier, call);
+        return;
+    }
     for (auto _ : state)
         call();
 }
@@ -234,6 +267,9 @@ std::string option(int& argc, char** argv, const std::string& flag)
 
 int main(int argc, char** argv)
 {
+    bursts = argc > 1 && std::string(argv[1]) == "bursts";
+    if (bursts)
+        argv[1] = argv[0], --argc, ++argv;
     if (const std::string n = option(argc, argv, "--ranks"); !n.empty())
         ranks_ = std::max(2, std::atoi(n.c_str()));
     const std::string csv = option(argc, argv, "--csv"), svg = option(argc, argv, "--svg");
@@ -246,7 +282,12 @@ int main(int argc, char** argv)
     if (const char* sndbuf = std::getenv("GRADSYNC_BENCH_SNDBUF_KIB"))
         gloo_send_buffer_bytes = std::size_t(std::atoi(sndbuf)) << 10;
     const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
-    const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 15;
+    const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : bursts ? 7 : 15;
+    if (bursts) {
+        const char* mib_env = std::getenv("GRADSYNC_BENCH_BURST_MIB");
+        burst = gradsync_bench::trainer_burst(std::size_t(mib_env ? std::max(1, std::atoi(mib_env)) : 16) << 20);
+    }
+    const std::vector<bool> types = bursts ? std::vector<bool>{false} : std::vector<bool>{false, true};
 
     char dir_template[] = "/tmp/gradsync-bench-gloo-XXXXXX";
     if (!::mkdtemp(dir_template)) {
@@ -284,7 +325,7 @@ int main(int argc, char** argv)
     }
 
     std::vector<std::size_t> sizes;
-    for (std::size_t b = 4096; b <= (std::size_t(256) << 20); b *= b < (std::size_t(16) << 20) ? 2 : 4)
+    for (std::size_t b = 4096; b <= (std::size_t(bursts ? 16 : 256) << 20); b *= b < (std::size_t(16) << 20) ? 2 : 4)
         sizes.push_back(b);
     storage.assign(sizes.back(), std::byte(0));
     check_sides(sides);
@@ -292,17 +333,20 @@ int main(int argc, char** argv)
 
     // Per size, the repetitions take turns through the sides (in side_order's shuffled order).
     gradsync_bench::side_order order(sides.size(), true);
-    for (bool half : {false, true})
+    for (bool half : types)
         for (std::size_t bytes : sizes)
             for (int rep = 0; rep < reps; ++rep)
                 for (std::size_t k : order.next()) {
                     const side& s = sides[k];
-                    benchmark::RegisterBenchmark(
+                    benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
                         gradsync_bench::bench_name(s.name + (half ? "_fp16" : "_fp32"), bytes, rep).c_str(),
-                        [&s, bytes, half](benchmark::State& st) { run_side(st, s, bytes, half); })
-                        ->Iterations(gradsync_bench::iterations_for(bytes, 1e9, 60e-6, 0.05))
-                        ->Unit(benchmark::kMicrosecond)
-                        ->UseRealTime();
+                        [&s, bytes, half](benchmark::State& st) { run_side(st, s, bytes, half); });
+                    b->Iterations(bursts ? 50 : gradsync_bench::iterations_for(bytes, 1e9, 60e-6, 0.05))
+                        ->Unit(benchmark::kMicrosecond);
+                    if (bursts)
+                        b->UseManualTime();
+                    else
+                        b->UseRealTime();
                 }
     benchmark::Initialize(&argc, argv);
     if (rank_ != 0) {
@@ -318,21 +362,22 @@ int main(int argc, char** argv)
             csv_out << "type,side,bytes,median_s,busbw_GBps\n";
         }
         gradsync_examples::line_chart chart;
-        chart.title = std::to_string(ranks_) + " ranks over loopback TCP: gradsync over Gloo against Gloo's algorithms";
-        chart.x_label = "message size (fp32 and fp16, Sum)";
+        chart.title = std::to_string(ranks_) + " ranks over loopback TCP: gradsync over Gloo against Gloo's algorithms" +
+            (bursts ? ", each call after a burst of other work" : "");
+        chart.x_label = bursts ? "message size (fp32, Sum)" : "message size (fp32 and fp16, Sum)";
         chart.y_label = "bus bandwidth, GB/s";
         chart.y_scale = gradsync_examples::axis_scale::log2;
         for (std::size_t b : sizes) {
             chart.x.push_back(double(b));
             chart.x_tick_labels.push_back(gradsync_bench::size_text(b));
         }
-        const char* palette[] = {"#d62728", "#ff7f0e", "#bcbd22", "#1f77b4", "#17becf", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f", "#e377c2", "#000000"};
-        for (bool half : {false, true}) {
+        const char* palette[] = {"#d62728", "#ff7f0e", "#bcbd22", "#1f77b4", "#17becf", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f", "#e377c2", "#000000", "#aec7e8"};
+        for (bool half : types) {
             const std::string type = half ? "fp16" : "fp32";
             std::vector<std::string> names;
             for (const side& s : sides)
                 names.push_back(s.name + "_" + type);
-            std::printf("\n%d ranks, %s Sum", ranks_, type.c_str());
+            std::printf("\n%d ranks, %s Sum%s", ranks_, type.c_str(), bursts ? ", each call after a burst of other work" : "");
             table.print(names, "gradsync_automatic_" + type, sizes, bus);
             std::printf("\n%s: best Gloo side against gradsync_automatic (ratio > 1: gradsync is faster)\n", type.c_str());
             std::printf("%-9s %-24s %12s %12s %8s\n", "size", "best Gloo side", "gloo_us", "gradsync_us", "ratio");

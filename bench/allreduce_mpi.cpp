@@ -30,10 +30,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "median_table.hpp"
+#include "trainer_burst.hpp"
 
 namespace {
 
@@ -44,31 +46,13 @@ int layer_count = 16;
 bool bursts = false;
 bool alternate = false;
 bool fresh = false; // GRADSYNC_BENCH_FRESH=1: new gradients before every timed call
-std::vector<float> burst_buffer; // the other work's memory, set up once
+gradsync_bench::trainer_burst burst; // bursts mode's other work, and the fresh gradients
 // Alternate mode's reducers, one per size, kept for the whole program as a trainer keeps its
 // own: a run then starts with the other side's state, not with a new reducer's first call.
 std::map<std::size_t, std::shared_ptr<void>> kept_reducers;
 
-// What a trainer does between two allreduces, untimed: in bursts mode one pass that reads
-// and writes burst_buffer (the allreduce's buffer leaves the caches, as during a layer's
-// backward), then, in bursts mode or with `fresh`, the layer's new gradients written into
-// the first `count` elements of the buffer (hot in cache, as backward leaves them; finite,
-// where a loop of in-place sums doubles them towards infinity).
-void between_calls(std::size_t count)
-{
-    for (float& x : burst_buffer)
-        x = x * 0.5f + 1.0f;
-    benchmark::DoNotOptimize(burst_buffer.data());
-    static unsigned step = 0;
-    ++step;
-    for (std::size_t i = 0; i < count; ++i)
-        buffer[i] = float((i + step) % 13) * 1e-3f;
-    benchmark::ClobberMemory();
-}
-
-// Times `call` as the benchmark's iterations: plainly, or after between_calls() and a
-// barrier each, with only the call on the clock (the barrier keeps the peer's lateness from
-// its own burst, which neither side controls, out of the figure).
+// Times `call` as the benchmark's iterations: plainly, or in bursts mode or with `fresh`
+// after the burst (new gradients in the first `count` elements) and a barrier each.
 template <class Call>
 void timed(benchmark::State& state, std::size_t count, Call&& call)
 {
@@ -77,13 +61,8 @@ void timed(benchmark::State& state, std::size_t count, Call&& call)
             call();
         return;
     }
-    for (auto _ : state) {
-        between_calls(count);
-        MPI_Barrier(MPI_COMM_WORLD);
-        const auto start = std::chrono::steady_clock::now();
-        call();
-        state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
+    gradsync_bench::time_after_bursts(state, burst, std::span<float>(buffer.data(), count),
+                                      [] { MPI_Barrier(MPI_COMM_WORLD); }, call);
 }
 
 // Near-equal layers: Adasum works per layer, Sum ignores the layout.
@@ -169,7 +148,7 @@ int main(int argc, char** argv)
         if (bursts) {
             const char* mib_env = std::getenv("GRADSYNC_BENCH_BURST_MIB");
             const std::size_t mib = mib_env ? std::size_t(std::max(1, std::atoi(mib_env))) : 16;
-            burst_buffer.assign(mib << 20 >> 2, 1.0f);
+            burst = gradsync_bench::trainer_burst(mib << 20);
         }
         std::vector<std::size_t> sizes;
         // Sum: steps of 2 up to 16 MiB, where the transport's protocols change, then of 4.

@@ -14,6 +14,11 @@
 // Optional: c.eager_limit() -> std::size_t, the largest message the transport delivers
 // without a rendezvous handshake; small-message algorithms cut their messages to fit.
 //
+// Optional: c.receives_first() -> bool, true where a send waits for its receiver to announce
+// the receive (Gloo's unbound buffers): exchanges then post their receives before their sends,
+// so that both ranks' announcements are on their way while the sends are posted. Without it
+// sends go first (algorithm/exchange.hpp says why).
+//
 // Optional: c.tag_limit() -> int, the largest tag the transport carries (MPI_TAG_UB): the bits
 // it leaves above 2^15 carry a reducer's identity and call number (tags.hpp). Without it tags
 // stop at 32767 and carry no stamp.
@@ -58,6 +63,15 @@ std::size_t eager_limit(const C& c)
         return c.eager_limit();
     else
         return std::numeric_limits<std::size_t>::max();
+}
+
+template <communicator C>
+bool receives_first(const C& c)
+{
+    if constexpr (requires { { c.receives_first() } -> std::convertible_to<bool>; })
+        return c.receives_first();
+    else
+        return false;
 }
 
 template <communicator C>

@@ -32,6 +32,7 @@ public:
     int size() const noexcept { return int(members_.size()); }
     std::size_t eager_limit() const { return gradsync::eager_limit(*parent_); }
     int tag_limit() const { return gradsync::tag_limit(*parent_); }
+    bool receives_first() const { return gradsync::receives_first(*parent_); }
     void release()
         requires releasable<C>
     {

@@ -79,24 +79,37 @@ std::size_t scratch_elems(std::size_t max_block, const pipeline_options& p) noex
 }
 
 // Sends `out` to `to` while receiving `in` from `from`. Needs cut.messages(in.size()) +
-// cut.messages(out.size()) requests. The sends are posted first: under Open MPI's shared
-// memory transport, receives posted before the partner's sends had arrived sometimes made
-// an exchange take twice as long (docs/results.md, "Sum against MPI_Allreduce").
+// cut.messages(out.size()) requests. The sends are posted first, unless the transport's
+// sends wait for the receiver's announcement (receives_first, communicator.hpp): under Open
+// MPI's shared memory transport, receives posted before the partner's sends had arrived
+// sometimes made an exchange take twice as long (docs/results.md, "Sum against
+// MPI_Allreduce"). Requests are waited in the order they were posted.
 template <class T, communicator C>
 void exchange(C& comm, int tag, int to, std::span<const T> out, int from, std::span<T> in, const message_cut& cut,
               std::span<typename C::request> reqs)
 {
     const std::size_t seg_in = cut.elems<T>(in.size()), seg_out = cut.elems<T>(out.size());
     std::size_t k = 0;
-    for (std::size_t i = 0; i < out.size(); i += seg_out)
-        reqs[k++] = isend(comm, out.subspan(i, std::min(seg_out, out.size() - i)), to, tag);
-    for (std::size_t i = 0; i < in.size(); i += seg_in)
-        reqs[k++] = irecv(comm, in.subspan(i, std::min(seg_in, in.size() - i)), from, tag);
+    const auto sends = [&] {
+        for (std::size_t i = 0; i < out.size(); i += seg_out)
+            reqs[k++] = isend(comm, out.subspan(i, std::min(seg_out, out.size() - i)), to, tag);
+    };
+    const auto receives = [&] {
+        for (std::size_t i = 0; i < in.size(); i += seg_in)
+            reqs[k++] = irecv(comm, in.subspan(i, std::min(seg_in, in.size() - i)), from, tag);
+    };
+    if (receives_first(comm)) {
+        receives();
+        sends();
+    } else {
+        sends();
+        receives();
+    }
     for (std::size_t i = 0; i < k; ++i)
         comm.wait(reqs[i]);
 }
 
-// Sends `out` to `to` (sends first, as exchange() says why) while receiving n elements from
+// Sends `out` to `to` (in exchange()'s order) while receiving n elements from
 // `from` segment by segment, and calls landed(begin, segment) as each segment lands (begin:
 // its position in the block). `in` holds all n elements (segment j at j * segment size), or
 // is a ring of in.size() / segment size slots reused in turn. At most `window` receives are
@@ -114,10 +127,13 @@ void exchange_segments(C& comm, int tag, int to, std::span<const T> out, int fro
     auto piece = [&](std::size_t j) { return std::min(seg_in, n - j * seg_in); };
     auto slot = [&](std::size_t j) { return in.subspan((j % slots) * seg_in, piece(j)); };
 
+    const bool early = receives_first(comm);
+    for (std::size_t j = 0; early && j < window; ++j)
+        reqs[j] = irecv(comm, slot(j), from, tag);
     std::size_t k = window;
     for (std::size_t i = 0; i < out.size(); i += seg_out)
         reqs[k++] = isend(comm, out.subspan(i, std::min(seg_out, out.size() - i)), to, tag);
-    for (std::size_t j = 0; j < window; ++j)
+    for (std::size_t j = 0; !early && j < window; ++j)
         reqs[j] = irecv(comm, slot(j), from, tag);
     for (std::size_t j = 0; j < n_in; ++j) {
         comm.wait(reqs[j % window]);

@@ -19,9 +19,9 @@
 //
 // Preconditions: alpha and beta finite and non-negative; both sides of every message are
 // delay_communicators (a header must meet a header). Like the communicators it wraps, it is
-// driven by one thread at a time. rank(), size(), eager_limit(), tag_limit(), ranks_per_node(),
-// check_thread_support() and release() are the inner communicator's, and its errors pass
-// through.
+// driven by one thread at a time. rank(), size(), eager_limit(), tag_limit(), receives_first(),
+// ranks_per_node(), check_thread_support() and release() are the inner communicator's, and its
+// errors pass through.
 #pragma once
 
 #include <algorithm>
@@ -110,6 +110,7 @@ public:
     int size() const { return inner_->size(); }
     std::size_t eager_limit() const { return gradsync::eager_limit(*inner_); }
     int tag_limit() const { return gradsync::tag_limit(*inner_); }
+    bool receives_first() const { return gradsync::receives_first(*inner_); }
     void release()
         requires releasable<C>
     {

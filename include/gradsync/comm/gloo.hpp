@@ -163,6 +163,9 @@ public:
     int size() const noexcept { return size_; }
     // The slot carries 32 bits of tag: every stamp bit (tags.hpp) fits.
     int tag_limit() const noexcept { return INT_MAX; }
+    // A send leaves only once its receiver has announced the receive: exchanges post theirs
+    // first, so that the announcement is on its way before the send is posted.
+    bool receives_first() const noexcept { return true; }
     const gloo_options& options() const noexcept { return options_; }
     const std::shared_ptr<gloo::Context>& context() const noexcept { return context_; }
     // Unbound buffers held for reuse, busy or idle.
