@@ -1,6 +1,7 @@
 // The posting order of exchange.hpp's building blocks: sends before receives by default,
 // receives before sends where the communicator says its sends wait for the receiver's
-// announcement (receives_first), and requests waited in the order they were posted. A
+// announcement (receives_first, carried into the plan's cut by cut_for), and requests waited
+// in the order they were posted. A
 // communicator that only records what it is asked to do stands in for a transport; the
 // expected order is written out here from the rule, message by message.
 #include <catch2/catch.hpp>
@@ -16,8 +17,8 @@
 
 namespace {
 
-// Rank 0 of 2; every request is complete when waited. log gets "send <bytes>", "recv <bytes>"
-// per post and "wait <post number>" per wait.
+// Rank 0 of 2 with an eager limit of 32 bytes; every request is complete when waited. log
+// gets "send <bytes>", "recv <bytes>" per post and "wait <post number>" per wait.
 template <bool Early>
 class recording_communicator {
 public:
@@ -27,6 +28,7 @@ public:
 
     int rank() const { return 0; }
     int size() const { return 2; }
+    std::size_t eager_limit() const { return 32; }
     bool receives_first() const
         requires Early
     {
@@ -56,8 +58,8 @@ private:
 static_assert(gradsync::communicator<recording_communicator<false>>);
 static_assert(gradsync::communicator<recording_communicator<true>>);
 
-// Two sends of 8 floats and three receives of 8, 8 and 4: blocks of 16 and 20 elements cut
-// into pieces of at most 8 (an eager limit of 32 bytes, no segmenting).
+// Blocks of 16 and 20 elements cut into pieces of at most 8 (the eager limit, no
+// segmenting).
 template <bool Early>
 std::vector<std::string> exchange_log()
 {
@@ -65,7 +67,7 @@ std::vector<std::string> exchange_log()
     std::vector<float> out(16), in(20);
     std::vector<typename recording_communicator<Early>::request> reqs(8);
     gradsync::exchange<float>(comm, 5, 1, std::span<const float>(out), 1, std::span<float>(in),
-                              gradsync::message_cut{.eager = 32}, reqs);
+                              gradsync::cut_for(comm), reqs);
     return comm.log;
 }
 
@@ -91,7 +93,7 @@ TEST_CASE("exchange_segments posts its first window of receives before the sends
         std::vector<typename decltype(comm)::request> reqs(3);
         std::vector<std::size_t> landed;
         gradsync::exchange_segments<float>(comm, 5, 1, std::span<const float>(out), 1, 10, std::span<float>(ring), 2,
-                                           gradsync::message_cut{.segment_bytes = 8}, reqs,
+                                           gradsync::cut_for(comm, 8), reqs,
                                            [&](std::size_t begin, std::span<float>) { landed.push_back(begin); });
         CHECK(landed == std::vector<std::size_t>{0, 2, 4, 6, 8});
         return comm.log;

@@ -38,7 +38,7 @@ class adasum_recursive_doubling_plan
 public:
     adasum_recursive_doubling_plan(const C& comm, const layer_layout& layout,
                                    const plan_options<recursive_doubling>&)
-        : rank_(comm.rank()), fold_(comm.size()), layout_(layout), cut_{eager_limit(comm), 0},
+        : rank_(comm.rank()), fold_(comm.size()), layout_(layout), cut_(cut_for(comm)),
           triples_(layout.layers(), widest(layout)), scratch_(layout.total()),
           requests_(2 * cut_.messages<T>(layout.total()))
     {

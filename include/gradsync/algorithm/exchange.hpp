@@ -8,6 +8,8 @@
 //    rendezvous costs several eager sends on shared memory;
 //  - with segmenting on, a block of more than two segments is cut into segments;
 //  - anything else goes whole (one handshake; a single-copy transport copies into place).
+// The cut also carries the transport's posting order (post_in_order), settled with the plan
+// by cut_for().
 // exchange_combine segments (the plan's scratch holds `window` segments): it keeps that
 // many receives in flight and combines each segment as soon as it lands, so the combine of
 // one segment overlaps the transfer of the next and the data is combined while still in
@@ -41,6 +43,7 @@ struct pipeline_options {
 struct message_cut {
     std::size_t eager = std::numeric_limits<std::size_t>::max();
     std::size_t segment_bytes = 0; // 0: no segmenting
+    bool receives_first = false;   // communicator.hpp's receives_first()
 
     // Elements per message for a block of n elements.
     template <class T>
@@ -66,6 +69,31 @@ struct message_cut {
     }
 };
 
+// The cut for comm's transport: its eager limit and posting order, segments of
+// segment_bytes (0: none).
+template <communicator C>
+message_cut cut_for(const C& comm, std::size_t segment_bytes = 0)
+{
+    return {eager_limit(comm), segment_bytes, receives_first(comm)};
+}
+
+// Calls sends() then receives(), or the other way round where cut.receives_first: sends go
+// first by default because under Open MPI's shared memory transport, receives posted before
+// the partner's sends had arrived sometimes made an exchange take twice as long
+// (docs/results.md, "Sum against MPI_Allreduce"); where a send waits for its receiver's
+// announcement, both ranks' announcements are better on their way first.
+template <class Sends, class Receives>
+void post_in_order(const message_cut& cut, Sends&& sends, Receives&& receives)
+{
+    if (cut.receives_first) {
+        receives();
+        sends();
+    } else {
+        sends();
+        receives();
+    }
+}
+
 // Scratch for exchange_combine on blocks of at most max_block elements: `window` segments,
 // and at least two, as a block of up to two segments goes whole; the whole block where
 // combines are queued.
@@ -78,12 +106,9 @@ std::size_t scratch_elems(std::size_t max_block, const pipeline_options& p) noex
     return std::min(max_block, segments * std::max<std::size_t>(p.segment_bytes / sizeof(T), 1));
 }
 
-// Sends `out` to `to` while receiving `in` from `from`. Needs cut.messages(in.size()) +
-// cut.messages(out.size()) requests. The sends are posted first, unless the transport's
-// sends wait for the receiver's announcement (receives_first, communicator.hpp): under Open
-// MPI's shared memory transport, receives posted before the partner's sends had arrived
-// sometimes made an exchange take twice as long (docs/results.md, "Sum against
-// MPI_Allreduce"). Requests are waited in the order they were posted.
+// Sends `out` to `to` while receiving `in` from `from`, posted in post_in_order(). Needs
+// cut.messages(in.size()) + cut.messages(out.size()) requests, waited in the order they
+// were posted.
 template <class T, communicator C>
 void exchange(C& comm, int tag, int to, std::span<const T> out, int from, std::span<T> in, const message_cut& cut,
               std::span<typename C::request> reqs)
@@ -98,19 +123,13 @@ void exchange(C& comm, int tag, int to, std::span<const T> out, int from, std::s
         for (std::size_t i = 0; i < in.size(); i += seg_in)
             reqs[k++] = irecv(comm, in.subspan(i, std::min(seg_in, in.size() - i)), from, tag);
     };
-    if (receives_first(comm)) {
-        receives();
-        sends();
-    } else {
-        sends();
-        receives();
-    }
+    post_in_order(cut, sends, receives);
     for (std::size_t i = 0; i < k; ++i)
         comm.wait(reqs[i]);
 }
 
-// Sends `out` to `to` (in exchange()'s order) while receiving n elements from
-// `from` segment by segment, and calls landed(begin, segment) as each segment lands (begin:
+// Sends `out` to `to` while receiving n elements from `from` segment by segment (the first
+// window of receives posted in post_in_order()), and calls landed(begin, segment) as each segment lands (begin:
 // its position in the block). `in` holds all n elements (segment j at j * segment size), or
 // is a ring of in.size() / segment size slots reused in turn. At most `window` receives are
 // in flight; with a ring, a slot is received into again only after landed() returns.
@@ -127,14 +146,17 @@ void exchange_segments(C& comm, int tag, int to, std::span<const T> out, int fro
     auto piece = [&](std::size_t j) { return std::min(seg_in, n - j * seg_in); };
     auto slot = [&](std::size_t j) { return in.subspan((j % slots) * seg_in, piece(j)); };
 
-    const bool early = receives_first(comm);
-    for (std::size_t j = 0; early && j < window; ++j)
-        reqs[j] = irecv(comm, slot(j), from, tag);
     std::size_t k = window;
-    for (std::size_t i = 0; i < out.size(); i += seg_out)
-        reqs[k++] = isend(comm, out.subspan(i, std::min(seg_out, out.size() - i)), to, tag);
-    for (std::size_t j = 0; !early && j < window; ++j)
-        reqs[j] = irecv(comm, slot(j), from, tag);
+    post_in_order(
+        cut,
+        [&] {
+            for (std::size_t i = 0; i < out.size(); i += seg_out)
+                reqs[k++] = isend(comm, out.subspan(i, std::min(seg_out, out.size() - i)), to, tag);
+        },
+        [&] {
+            for (std::size_t j = 0; j < window; ++j)
+                reqs[j] = irecv(comm, slot(j), from, tag);
+        });
     for (std::size_t j = 0; j < n_in; ++j) {
         comm.wait(reqs[j % window]);
         const bool more = j + window < n_in, reused = window == slots && slots < n_in;
