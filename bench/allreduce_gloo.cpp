@@ -2,8 +2,8 @@
 //   bench_allreduce_gloo [bursts] [--ranks N] [--csv FILE] [--svg FILE] [benchmark flags]
 // The program forks its other ranks (2 by default) before anything starts; they meet
 // through a file store in a scratch directory, each side on a Gloo context of its own (the
-// classic algorithms resize their sockets' buffers), all over loopback TCP. Sides, on the
-// same buffer, Sum, fp32 then fp16, 4 KiB ... 256 MiB:
+// classic algorithms resize their sockets' buffers), all over loopback TCP. Sides
+// (gloo_sides.hpp), on the same buffer, Sum, fp32 then fp16, 4 KiB ... 256 MiB:
 //   gradsync_automatic, gradsync_doubling, gradsync_ring, gradsync_recursive_halving  a
 //       persistent reducer with the settings docs/gloo.md gives for Gloo: 1 MiB pipeline
 //       segments, a window of 64 and automatic{.small_bytes = 256 KiB}
@@ -27,21 +27,13 @@
 // 4 KiB ... 16 MiB, 50 calls per repetition (7 repetitions by default), each timed alone
 // after a pass over GRADSYNC_BENCH_BURST_MIB (16) of other memory, new gradients written into
 // the buffer and a barrier.
-#include <gloo/allreduce.h>
-#include <gloo/allreduce_bcube.h>
-#include <gloo/allreduce_halving_doubling.h>
-#include <gloo/allreduce_ring.h>
-#include <gloo/allreduce_ring_chunked.h>
 #include <gloo/barrier.h>
-#include <gloo/math.h>
 #include <gloo/rendezvous/file_store.h>
-#include <gloo/types.h>
 
-#include <gradsync/comm/gloo.hpp>
 #include <gradsync/comm/gloo_rendezvous.hpp>
-#include <gradsync/gradsync.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -51,28 +43,25 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
-#include <type_traits>
 #include <vector>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gloo_sides.hpp"
 #include "line_chart.hpp"
 #include "median_table.hpp"
 #include "trainer_burst.hpp"
 
 namespace {
 
-static_assert(sizeof(gloo::float16) == sizeof(gradsync::half));
+using gradsync_bench::side;
 
 int rank_ = 0, ranks_ = 2;
 bool bursts = false;
 gradsync_bench::trainer_burst burst;
-std::vector<std::byte> storage; // the buffer every side reduces in place
+gradsync_bench::gloo_world world;
 std::shared_ptr<gloo::Context> control;
-std::map<std::string, std::shared_ptr<gloo::Context>> contexts; // one per side
-std::unique_ptr<gradsync::gloo_communicator> comm;
 
 void barrier()
 {
@@ -81,100 +70,7 @@ void barrier()
 }
 
 template <class T>
-T* data() { return reinterpret_cast<T*>(storage.data()); }
-
-// A side: prepares for `count` elements of T (outside the timing), returns the call to time.
-using side_fn = std::function<std::function<void()>(std::size_t count, bool half)>;
-
-// The settings docs/gloo.md gives for Gloo's TCP transport.
-gradsync::reducer_options gloo_settings{.pipeline = {.segment_bytes = std::size_t(1) << 20, .window = 64}};
-gradsync::automatic gloo_automatic{.small_bytes = std::size_t(256) << 10};
-std::size_t gloo_send_buffer_bytes = std::size_t(512) << 10;
-
-// comm without receives_first(): everything else is comm's.
-class sends_first_communicator {
-public:
-    using request = gradsync::gloo_communicator::request;
-    int rank() const { return comm->rank(); }
-    int size() const { return comm->size(); }
-    int tag_limit() const { return comm->tag_limit(); }
-    request isend(std::span<const std::byte> d, int peer, int tag) { return comm->isend(d, peer, tag); }
-    request irecv(std::span<std::byte> d, int peer, int tag) { return comm->irecv(d, peer, tag); }
-    void wait(request& r) { comm->wait(r); }
-};
-sends_first_communicator sends_first;
-
-template <class Algorithm, class Comm = gradsync::gloo_communicator>
-side_fn gradsync_side(Algorithm algorithm = {}, gradsync::reducer_options options = gloo_settings)
-{
-    return [algorithm, options](std::size_t count, bool half) -> std::function<void()> {
-        Comm* c = nullptr;
-        if constexpr (std::is_same_v<Comm, gradsync::gloo_communicator>)
-            c = comm.get();
-        else
-            c = &sends_first;
-        if (half) {
-            auto r = std::make_shared<gradsync::reducer<gradsync::half, Comm, gradsync::sum, Algorithm>>(*c, count, algorithm, options);
-            return [r, count] { (*r)(std::span<gradsync::half>(data<gradsync::half>(), count)); };
-        }
-        auto r = std::make_shared<gradsync::reducer<float, Comm, gradsync::sum, Algorithm>>(*c, count, algorithm, options);
-        return [r, count] { (*r)(std::span<float>(data<float>(), count)); };
-    };
-}
-
-template <template <class> class Classic>
-side_fn classic_side(const std::string& name)
-{
-    return [name](std::size_t count, bool half) -> std::function<void()> {
-        const auto& context = contexts.at(name);
-        if (half) {
-            auto a = std::make_shared<Classic<gloo::float16>>(context, std::vector<gloo::float16*>{data<gloo::float16>()}, int(count));
-            return [a] { a->run(); };
-        }
-        auto a = std::make_shared<Classic<float>>(context, std::vector<float*>{data<float>()}, int(count));
-        return [a] { a->run(); };
-    };
-}
-
-side_fn collective_side(const std::string& name, gloo::AllreduceOptions::Algorithm algorithm)
-{
-    return [name, algorithm](std::size_t count, bool half) -> std::function<void()> {
-        auto o = std::make_shared<gloo::AllreduceOptions>(contexts.at(name));
-        o->setAlgorithm(algorithm);
-        o->setTag(7);
-        if (half) {
-            o->setOutput(data<gloo::float16>(), count);
-            o->setReduceFunction([](void* c, const void* a, const void* b, std::size_t n) { gloo::sum<gloo::float16>(c, a, b, n); });
-        } else {
-            o->setOutput(data<float>(), count);
-            o->setReduceFunction([](void* c, const void* a, const void* b, std::size_t n) { gloo::sum<float>(c, a, b, n); });
-        }
-        return [o] { gloo::allreduce(*o); };
-    };
-}
-
-struct side {
-    std::string name;
-    side_fn make;
-    bool gloo;
-};
-
-std::vector<side> all_sides()
-{
-    using A = gloo::AllreduceOptions::Algorithm;
-    return {{"gradsync_automatic", gradsync_side<gradsync::automatic>(gloo_automatic), false},
-            {"gradsync_defaults", gradsync_side<gradsync::automatic>({}, {}), false},
-            {"gradsync_sends_first", gradsync_side<gradsync::automatic, sends_first_communicator>(gloo_automatic), false},
-            {"gradsync_doubling", gradsync_side<gradsync::recursive_doubling>(), false},
-            {"gradsync_ring", gradsync_side<gradsync::ring>(), false},
-            {"gradsync_recursive_halving", gradsync_side<gradsync::recursive_halving>(), false},
-            {"gloo_ring", classic_side<gloo::AllreduceRing>("gloo_ring"), true},
-            {"gloo_ring_chunked", classic_side<gloo::AllreduceRingChunked>("gloo_ring_chunked"), true},
-            {"gloo_halving_doubling", classic_side<gloo::AllreduceHalvingDoubling>("gloo_halving_doubling"), true},
-            {"gloo_bcube", classic_side<gloo::AllreduceBcube>("gloo_bcube"), true},
-            {"gloo_allreduce_ring", collective_side("gloo_allreduce_ring", A::RING), true},
-            {"gloo_allreduce_bcube", collective_side("gloo_allreduce_bcube", A::BCUBE), true}};
-}
+T* data() { return world.data<T>(); }
 
 // Rank r's element i: small integers, so that every sum is exact in fp16 too.
 float input(int r, std::size_t i) { return float((i * 7 + std::size_t(r) * 3) % 11); }
@@ -273,14 +169,15 @@ int main(int argc, char** argv)
     if (const std::string n = option(argc, argv, "--ranks"); !n.empty())
         ranks_ = std::max(2, std::atoi(n.c_str()));
     const std::string csv = option(argc, argv, "--csv"), svg = option(argc, argv, "--svg");
+    gradsync_bench::gloo_settings settings;
     if (const char* seg = std::getenv("GRADSYNC_BENCH_SEGMENT_KIB"))
-        gloo_settings.pipeline.segment_bytes = std::size_t(std::atoi(seg)) << 10;
+        settings.options.pipeline.segment_bytes = std::size_t(std::atoi(seg)) << 10;
     if (const char* win = std::getenv("GRADSYNC_BENCH_WINDOW"))
-        gloo_settings.pipeline.window = std::atoi(win);
+        settings.options.pipeline.window = std::atoi(win);
     if (const char* small = std::getenv("GRADSYNC_BENCH_SMALL_KIB"))
-        gloo_automatic.small_bytes = std::size_t(std::atoi(small)) << 10;
+        settings.automatic.small_bytes = std::size_t(std::atoi(small)) << 10;
     if (const char* sndbuf = std::getenv("GRADSYNC_BENCH_SNDBUF_KIB"))
-        gloo_send_buffer_bytes = std::size_t(std::atoi(sndbuf)) << 10;
+        settings.send_buffer_bytes = std::size_t(std::atoi(sndbuf)) << 10;
     const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
     const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : bursts ? 7 : 15;
     if (bursts) {
@@ -306,7 +203,8 @@ int main(int argc, char** argv)
         children.push_back(pid);
     }
 
-    const std::vector<side> sides = all_sides();
+    gradsync_bench::sends_first_communicator sends_first(world);
+    const std::vector<side> sides = gradsync_bench::all_sides(world, sends_first, settings);
     {
         gloo::rendezvous::FileStore store(dir);
         gradsync::gloo_connect_options o;
@@ -314,22 +212,22 @@ int main(int argc, char** argv)
         o.prefix = "control";
         control = gradsync::gloo_connect(store, rank_, ranks_, o);
         o.prefix = "gradsync";
-        o.send_buffer_bytes = gloo_send_buffer_bytes;
-        comm = std::make_unique<gradsync::gloo_communicator>(gradsync::gloo_connect(store, rank_, ranks_, o));
+        o.send_buffer_bytes = settings.send_buffer_bytes;
+        world.comm = std::make_unique<gradsync::gloo_communicator>(gradsync::gloo_connect(store, rank_, ranks_, o));
         o.send_buffer_bytes = 0; // Gloo's sides keep Gloo's sockets
         for (const side& s : sides)
             if (s.gloo) {
                 o.prefix = s.name;
-                contexts[s.name] = gradsync::gloo_connect(store, rank_, ranks_, o);
+                world.contexts[s.name] = gradsync::gloo_connect(store, rank_, ranks_, o);
             }
     }
 
     std::vector<std::size_t> sizes;
     for (std::size_t b = 4096; b <= (std::size_t(bursts ? 16 : 256) << 20); b *= b < (std::size_t(16) << 20) ? 2 : 4)
         sizes.push_back(b);
-    storage.assign(sizes.back(), std::byte(0));
+    world.storage.assign(sizes.back(), std::byte(0));
     check_sides(sides);
-    std::fill(storage.begin(), storage.end(), std::byte(0));
+    std::fill(world.storage.begin(), world.storage.end(), std::byte(0));
 
     // Per size, the repetitions take turns through the sides (in side_order's shuffled order).
     gradsync_bench::side_order order(sides.size(), true);
@@ -415,8 +313,7 @@ int main(int argc, char** argv)
         }
     }
     prepared = {};
-    comm.reset();
-    contexts.clear();
+    world = {};
     control.reset();
     for (pid_t pid : children) {
         int status = 0;

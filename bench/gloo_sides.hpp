@@ -1,0 +1,148 @@
+// bench_allreduce_gloo's sides: every allreduce it compares, each as a function that
+// prepares for `count` elements outside the timing and returns the call to time. All of
+// them reduce a gloo_world's buffer in place, Sum, fp32 or fp16.
+#pragma once
+
+#include <gloo/allreduce.h>
+#include <gloo/allreduce_bcube.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/math.h>
+#include <gloo/types.h>
+
+#include <gradsync/comm/gloo.hpp>
+#include <gradsync/gradsync.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace gradsync_bench {
+
+static_assert(sizeof(gloo::float16) == sizeof(gradsync::half));
+
+// What the sides share: the buffer, gradsync's communicator and one Gloo context per Gloo
+// side (the classic algorithms resize their sockets' buffers), set up before a side is made.
+struct gloo_world {
+    std::vector<std::byte> storage;
+    std::unique_ptr<gradsync::gloo_communicator> comm;
+    std::map<std::string, std::shared_ptr<gloo::Context>> contexts;
+
+    template <class T>
+    T* data()
+    {
+        return reinterpret_cast<T*>(storage.data());
+    }
+};
+
+// world.comm without receives_first(): its exchanges post their sends first, as over MPI.
+class sends_first_communicator {
+public:
+    using request = gradsync::gloo_communicator::request;
+    explicit sends_first_communicator(gloo_world& w) : world_(&w) {}
+    int rank() const { return world_->comm->rank(); }
+    int size() const { return world_->comm->size(); }
+    int tag_limit() const { return world_->comm->tag_limit(); }
+    request isend(std::span<const std::byte> d, int peer, int tag) { return world_->comm->isend(d, peer, tag); }
+    request irecv(std::span<std::byte> d, int peer, int tag) { return world_->comm->irecv(d, peer, tag); }
+    void wait(request& r) { world_->comm->wait(r); }
+
+private:
+    gloo_world* world_;
+};
+
+using side_fn = std::function<std::function<void()>(std::size_t count, bool half)>;
+
+struct side {
+    std::string name;
+    side_fn make;
+    bool gloo;
+};
+
+// The settings docs/gloo.md gives for Gloo's TCP transport; main() may change them before
+// the sides are made.
+struct gloo_settings {
+    gradsync::reducer_options options{.pipeline = {.segment_bytes = std::size_t(1) << 20, .window = 64}};
+    gradsync::automatic automatic{.small_bytes = std::size_t(256) << 10};
+    std::size_t send_buffer_bytes = std::size_t(512) << 10;
+};
+
+// A persistent gradsync reducer over the communicator that comm_of() returns.
+template <class Algorithm, class CommOf>
+side_fn gradsync_side(gloo_world& w, CommOf comm_of, Algorithm algorithm, gradsync::reducer_options options)
+{
+    using comm_type = std::remove_reference_t<decltype(comm_of())>;
+    return [&w, comm_of, algorithm, options](std::size_t count, bool half) -> std::function<void()> {
+        if (half) {
+            auto r = std::make_shared<gradsync::reducer<gradsync::half, comm_type, gradsync::sum, Algorithm>>(
+                comm_of(), count, algorithm, options);
+            return [r, &w, count] { (*r)(std::span<gradsync::half>(w.data<gradsync::half>(), count)); };
+        }
+        auto r = std::make_shared<gradsync::reducer<float, comm_type, gradsync::sum, Algorithm>>(comm_of(), count,
+                                                                                                algorithm, options);
+        return [r, &w, count] { (*r)(std::span<float>(w.data<float>(), count)); };
+    };
+}
+
+// One of Gloo's classic algorithm objects (gloo::AllreduceRing and the others).
+template <template <class> class Classic>
+side_fn classic_side(gloo_world& w, const std::string& name)
+{
+    return [&w, name](std::size_t count, bool half) -> std::function<void()> {
+        const auto& context = w.contexts.at(name);
+        if (half) {
+            auto a = std::make_shared<Classic<gloo::float16>>(context, std::vector<gloo::float16*>{w.data<gloo::float16>()},
+                                                              int(count));
+            return [a] { a->run(); };
+        }
+        auto a = std::make_shared<Classic<float>>(context, std::vector<float*>{w.data<float>()}, int(count));
+        return [a] { a->run(); };
+    };
+}
+
+// gloo::allreduce with its options.
+inline side_fn collective_side(gloo_world& w, const std::string& name, gloo::AllreduceOptions::Algorithm algorithm)
+{
+    return [&w, name, algorithm](std::size_t count, bool half) -> std::function<void()> {
+        auto o = std::make_shared<gloo::AllreduceOptions>(w.contexts.at(name));
+        o->setAlgorithm(algorithm);
+        o->setTag(7);
+        if (half) {
+            o->setOutput(w.data<gloo::float16>(), count);
+            o->setReduceFunction(
+                [](void* c, const void* a, const void* b, std::size_t n) { gloo::sum<gloo::float16>(c, a, b, n); });
+        } else {
+            o->setOutput(w.data<float>(), count);
+            o->setReduceFunction([](void* c, const void* a, const void* b, std::size_t n) { gloo::sum<float>(c, a, b, n); });
+        }
+        return [o] { gloo::allreduce(*o); };
+    };
+}
+
+// Every side, gradsync_automatic first (the one the Gloo sides are measured against).
+inline std::vector<side> all_sides(gloo_world& w, sends_first_communicator& sends_first, const gloo_settings& s)
+{
+    using A = gloo::AllreduceOptions::Algorithm;
+    const auto gloo_comm = [&w]() -> gradsync::gloo_communicator& { return *w.comm; };
+    const auto hidden = [&sends_first]() -> sends_first_communicator& { return sends_first; };
+    return {{"gradsync_automatic", gradsync_side(w, gloo_comm, s.automatic, s.options), false},
+            {"gradsync_defaults", gradsync_side(w, gloo_comm, gradsync::automatic{}, {}), false},
+            {"gradsync_sends_first", gradsync_side(w, hidden, s.automatic, s.options), false},
+            {"gradsync_doubling", gradsync_side(w, gloo_comm, gradsync::recursive_doubling{}, s.options), false},
+            {"gradsync_ring", gradsync_side(w, gloo_comm, gradsync::ring{}, s.options), false},
+            {"gradsync_recursive_halving", gradsync_side(w, gloo_comm, gradsync::recursive_halving{}, s.options), false},
+            {"gloo_ring", classic_side<gloo::AllreduceRing>(w, "gloo_ring"), true},
+            {"gloo_ring_chunked", classic_side<gloo::AllreduceRingChunked>(w, "gloo_ring_chunked"), true},
+            {"gloo_halving_doubling", classic_side<gloo::AllreduceHalvingDoubling>(w, "gloo_halving_doubling"), true},
+            {"gloo_bcube", classic_side<gloo::AllreduceBcube>(w, "gloo_bcube"), true},
+            {"gloo_allreduce_ring", collective_side(w, "gloo_allreduce_ring", A::RING), true},
+            {"gloo_allreduce_bcube", collective_side(w, "gloo_allreduce_bcube", A::BCUBE), true}};
+}
+
+} // namespace gradsync_bench
