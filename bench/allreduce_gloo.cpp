@@ -1,8 +1,8 @@
 // gradsync over gloo_communicator against Gloo's own allreduce algorithms, on one host:
 //   bench_allreduce_gloo [bursts] [--ranks N] [--csv FILE] [--svg FILE] [benchmark flags]
 // The program forks its other ranks (2 by default) before anything starts; they meet
-// through a file store in a scratch directory, each side on a Gloo context of its own (the
-// classic algorithms resize their sockets' buffers), all over loopback TCP. Sides
+// through a file store in a scratch directory, each side on a Gloo context of its own, all
+// over loopback TCP. Sides
 // (gloo_sides.hpp), on the same buffer, Sum, fp32 then fp16, 4 KiB ... 256 MiB:
 //   gradsync_automatic, gradsync_doubling, gradsync_ring, gradsync_recursive_halving  a
 //       persistent reducer with the settings docs/gloo.md gives for Gloo: 1 MiB pipeline
@@ -12,9 +12,9 @@
 //   gradsync_defaults  automatic with the library's default reducer options;
 //   gradsync_sends_first  gradsync_automatic over a communicator that hides
 //       receives_first(), so its exchanges post their sends first as over MPI;
-//   all of them over one gloo_communicator whose sockets have the 512 KiB send buffers
-//       docs/gloo.md gives for one host (GRADSYNC_BENCH_SNDBUF_KIB; 0: the kernel's
-//       autotuning, which Gloo's sides keep);
+//   each over a gloo_communicator whose sockets have the 512 KiB send buffers docs/gloo.md
+//       gives for one host (GRADSYNC_BENCH_SNDBUF_KIB; 0: the kernel's autotuning, which
+//       Gloo's sides keep);
 //   gloo_ring, gloo_ring_chunked, gloo_halving_doubling, gloo_bcube  the classic algorithm
 //       objects (gloo::AllreduceRing and the others);
 //   gloo_allreduce_ring, gloo_allreduce_bcube  gloo::allreduce with its options.
@@ -203,23 +203,22 @@ int main(int argc, char** argv)
         children.push_back(pid);
     }
 
-    gradsync_bench::sends_first_communicator sends_first(world);
-    const std::vector<side> sides = gradsync_bench::all_sides(world, sends_first, settings);
+    const std::vector<side> sides = gradsync_bench::all_sides(world, settings);
     {
         gloo::rendezvous::FileStore store(dir);
         gradsync::gloo_connect_options o;
         o.timeout = std::chrono::seconds(120);
         o.prefix = "control";
         control = gradsync::gloo_connect(store, rank_, ranks_, o);
-        o.prefix = "gradsync";
-        o.send_buffer_bytes = settings.send_buffer_bytes;
-        world.comm = std::make_unique<gradsync::gloo_communicator>(gradsync::gloo_connect(store, rank_, ranks_, o));
-        o.send_buffer_bytes = 0; // Gloo's sides keep Gloo's sockets
-        for (const side& s : sides)
-            if (s.gloo) {
-                o.prefix = s.name;
-                world.contexts[s.name] = gradsync::gloo_connect(store, rank_, ranks_, o);
-            }
+        for (const side& s : sides) {
+            o.prefix = s.name;
+            o.send_buffer_bytes = s.gloo ? 0 : settings.send_buffer_bytes; // Gloo's sides keep Gloo's sockets
+            auto context = gradsync::gloo_connect(store, rank_, ranks_, o);
+            if (s.gloo)
+                world.contexts[s.name] = std::move(context);
+            else
+                world.comms[s.name] = std::make_unique<gradsync::gloo_communicator>(std::move(context));
+        }
     }
 
     std::vector<std::size_t> sizes;

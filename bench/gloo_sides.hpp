@@ -27,11 +27,13 @@ namespace gradsync_bench {
 
 static_assert(sizeof(gloo::float16) == sizeof(gradsync::half));
 
-// What the sides share: the buffer, gradsync's communicator and one Gloo context per Gloo
-// side (the classic algorithms resize their sockets' buffers), set up before a side is made.
+// What the sides share: the buffer they reduce, and a Gloo context of each side's own
+// (contexts, for Gloo's sides: the classic algorithms resize their sockets' buffers) or a
+// gloo_communicator on one (comms, for gradsync's), by side name; set up before a side is
+// made.
 struct gloo_world {
     std::vector<std::byte> storage;
-    std::unique_ptr<gradsync::gloo_communicator> comm;
+    std::map<std::string, std::unique_ptr<gradsync::gloo_communicator>> comms;
     std::map<std::string, std::shared_ptr<gloo::Context>> contexts;
 
     template <class T>
@@ -41,20 +43,18 @@ struct gloo_world {
     }
 };
 
-// world.comm without receives_first(): its exchanges post their sends first, as over MPI.
-class sends_first_communicator {
-public:
+// A gloo_communicator without receives_first(): exchanges over it post their sends first,
+// as over MPI.
+struct sends_first_communicator {
     using request = gradsync::gloo_communicator::request;
-    explicit sends_first_communicator(gloo_world& w) : world_(&w) {}
-    int rank() const { return world_->comm->rank(); }
-    int size() const { return world_->comm->size(); }
-    int tag_limit() const { return world_->comm->tag_limit(); }
-    request isend(std::span<const std::byte> d, int peer, int tag) { return world_->comm->isend(d, peer, tag); }
-    request irecv(std::span<std::byte> d, int peer, int tag) { return world_->comm->irecv(d, peer, tag); }
-    void wait(request& r) { world_->comm->wait(r); }
+    int rank() const { return inner->rank(); }
+    int size() const { return inner->size(); }
+    int tag_limit() const { return inner->tag_limit(); }
+    request isend(std::span<const std::byte> d, int peer, int tag) { return inner->isend(d, peer, tag); }
+    request irecv(std::span<std::byte> d, int peer, int tag) { return inner->irecv(d, peer, tag); }
+    void wait(request& r) { inner->wait(r); }
 
-private:
-    gloo_world* world_;
+    gradsync::gloo_communicator* inner = nullptr;
 };
 
 using side_fn = std::function<std::function<void()>(std::size_t count, bool half)>;
@@ -126,17 +126,24 @@ inline side_fn collective_side(gloo_world& w, const std::string& name, gloo::All
 }
 
 // Every side, gradsync_automatic first (the one the Gloo sides are measured against).
-inline std::vector<side> all_sides(gloo_world& w, sends_first_communicator& sends_first, const gloo_settings& s)
+inline std::vector<side> all_sides(gloo_world& w, const gloo_settings& s)
 {
     using A = gloo::AllreduceOptions::Algorithm;
-    const auto gloo_comm = [&w]() -> gradsync::gloo_communicator& { return *w.comm; };
-    const auto hidden = [&sends_first]() -> sends_first_communicator& { return sends_first; };
-    return {{"gradsync_automatic", gradsync_side(w, gloo_comm, s.automatic, s.options), false},
-            {"gradsync_defaults", gradsync_side(w, gloo_comm, gradsync::automatic{}, {}), false},
+    const auto comm = [&w](const char* name) {
+        return [&w, name]() -> gradsync::gloo_communicator& { return *w.comms.at(name); };
+    };
+    const auto hidden = [&w, wrapper = std::make_shared<sends_first_communicator>()]() -> sends_first_communicator& {
+        wrapper->inner = w.comms.at("gradsync_sends_first").get();
+        return *wrapper;
+    };
+    return {{"gradsync_automatic", gradsync_side(w, comm("gradsync_automatic"), s.automatic, s.options), false},
+            {"gradsync_defaults", gradsync_side(w, comm("gradsync_defaults"), gradsync::automatic{}, {}), false},
             {"gradsync_sends_first", gradsync_side(w, hidden, s.automatic, s.options), false},
-            {"gradsync_doubling", gradsync_side(w, gloo_comm, gradsync::recursive_doubling{}, s.options), false},
-            {"gradsync_ring", gradsync_side(w, gloo_comm, gradsync::ring{}, s.options), false},
-            {"gradsync_recursive_halving", gradsync_side(w, gloo_comm, gradsync::recursive_halving{}, s.options), false},
+            {"gradsync_doubling", gradsync_side(w, comm("gradsync_doubling"), gradsync::recursive_doubling{}, s.options),
+             false},
+            {"gradsync_ring", gradsync_side(w, comm("gradsync_ring"), gradsync::ring{}, s.options), false},
+            {"gradsync_recursive_halving",
+             gradsync_side(w, comm("gradsync_recursive_halving"), gradsync::recursive_halving{}, s.options), false},
             {"gloo_ring", classic_side<gloo::AllreduceRing>(w, "gloo_ring"), true},
             {"gloo_ring_chunked", classic_side<gloo::AllreduceRingChunked>(w, "gloo_ring_chunked"), true},
             {"gloo_halving_doubling", classic_side<gloo::AllreduceHalvingDoubling>(w, "gloo_halving_doubling"), true},
