@@ -1,9 +1,9 @@
 // The posting order of exchange.hpp's building blocks: sends before receives by default,
 // receives before sends where the communicator says its sends wait for the receiver's
-// announcement (receives_first, carried into the plan's cut by cut_for), and requests waited
-// in the order they were posted. A
-// communicator that only records what it is asked to do stands in for a transport; the
-// expected order is written out here from the rule, message by message.
+// announcement (receives_first, carried into the plan's cut by cut_for), and requests
+// waited in the order they were posted. A communicator that only records what it is asked
+// to do stands in for a transport; the expected order is written out here from the rule,
+// message by message.
 #include <catch2/catch.hpp>
 
 #include <cstddef>

@@ -129,11 +129,11 @@ void exchange(C& comm, int tag, int to, std::span<const T> out, int from, std::s
 }
 
 // Sends `out` to `to` while receiving n elements from `from` segment by segment (the first
-// window of receives posted in post_in_order()), and calls landed(begin, segment) as each segment lands (begin:
-// its position in the block). `in` holds all n elements (segment j at j * segment size), or
-// is a ring of in.size() / segment size slots reused in turn. At most `window` receives are
-// in flight; with a ring, a slot is received into again only after landed() returns.
-// Requests as for exchange().
+// window of receives posted in post_in_order()), and calls landed(begin, segment) as each
+// segment lands (begin: its position in the block). `in` holds all n elements (segment j at
+// j * segment size), or is a ring of in.size() / segment size slots reused in turn. At most
+// `window` receives are in flight; with a ring, a slot is received into again only after
+// landed() returns. Requests as for exchange().
 template <class T, communicator C, class Landed>
 void exchange_segments(C& comm, int tag, int to, std::span<const T> out, int from, std::size_t n, std::span<T> in,
                        std::size_t window, const message_cut& cut, std::span<typename C::request> reqs,
