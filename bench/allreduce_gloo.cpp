@@ -69,9 +69,6 @@ void barrier()
     gloo::barrier(o);
 }
 
-template <class T>
-T* data() { return world.data<T>(); }
-
 // Rank r's element i: small integers, so that every sum is exact in fp16 too.
 float input(int r, std::size_t i) { return float((i * 7 + std::size_t(r) * 3) % 11); }
 
@@ -79,7 +76,7 @@ template <class T>
 void fill(std::size_t count)
 {
     for (std::size_t i = 0; i < count; ++i)
-        data<T>()[i] = T(input(rank_, i));
+        world.data<T>()[i] = T(input(rank_, i));
 }
 
 template <class T>
@@ -89,7 +86,7 @@ bool exact(std::size_t count)
         float want = 0;
         for (int r = 0; r < ranks_; ++r)
             want += input(r, i);
-        if (float(data<T>()[i]) != want)
+        if (float(world.data<T>()[i]) != want)
             return false;
     }
     return true;
@@ -134,7 +131,7 @@ void run_side(benchmark::State& state, const side& s, std::size_t bytes, bool ha
     }
     barrier();
     if (bursts) {
-        gradsync_bench::time_after_bursts(state, burst, std::span<float>(data<float>(), bytes / 4), barrier, call);
+        gradsync_bench::time_after_bursts(state, burst, std::span<float>(world.data<float>(), bytes / 4), barrier, call);
         return;
     }
     for (auto _ : state)

@@ -6,12 +6,12 @@
 // except for NaN payloads (x86 keeps one operand's, and the compiler may swap operands),
 // so an algorithm in which two ranks compute the same element uses it to agree on the bits.
 //
-// fp32/fp64 loops are written for the compiler's auto-vectorizer (restrict-qualified,
-// unit stride, in runs of one cache line: g++ 12 at -O2 vectorizes only loops it can replace
-// whole, which a loop of unknown length is not). _Float16 loops are not vectorized (docs/results.md, "Kernel notes"), so
-// fp16 goes through F16C (8 lanes of cvtph2ps / cvtps2ph with round-to-nearest-even),
-// selected at run time on CPUs that have it; the scalar tail rounds identically, so results
-// never depend on the path taken.
+// fp32/fp64 loops are written for the compiler's auto-vectorizer (restrict-qualified, unit
+// stride, in runs of one cache line: g++ 12 at -O2 vectorizes only loops it can replace
+// whole, which a loop of unknown length is not). _Float16 loops are not vectorized
+// (docs/results.md, "Kernel notes"), so fp16 goes through F16C (8 lanes of cvtph2ps /
+// cvtps2ph with round-to-nearest-even), selected at run time on CPUs that have it; the
+// scalar tail rounds identically, so results never depend on the path taken.
 #pragma once
 
 #include <algorithm>
