@@ -6,10 +6,12 @@
 // (gloo_sides.hpp), on the same buffer, Sum, fp32 then fp16, 4 KiB ... 256 MiB:
 //   gradsync_automatic, gradsync_doubling, gradsync_ring, gradsync_recursive_halving  a
 //       persistent reducer with the settings docs/gloo.md gives for Gloo: 1 MiB pipeline
-//       segments, a window of 64 and automatic{.small_bytes = 256 KiB}
-//       (GRADSYNC_BENCH_SEGMENT_KIB, GRADSYNC_BENCH_WINDOW and GRADSYNC_BENCH_SMALL_KIB
-//       change them);
-//   gradsync_defaults  automatic with the library's default reducer options;
+//       segments, a window of 64 and automatic{.small_bytes = 256 KiB}, over a communicator
+//       that sends messages of up to 64 KiB eagerly (GRADSYNC_BENCH_SEGMENT_KIB,
+//       GRADSYNC_BENCH_WINDOW, GRADSYNC_BENCH_SMALL_KIB and GRADSYNC_BENCH_EAGER_KIB change
+//       them);
+//   gradsync_defaults  automatic with the library's default reducer and communicator
+//       options;
 //   gradsync_sends_first  gradsync_automatic over a communicator that hides
 //       receives_first(), so its exchanges post their sends first as over MPI;
 //   each over a gloo_communicator whose sockets have the 512 KiB send buffers docs/gloo.md
@@ -175,6 +177,8 @@ int main(int argc, char** argv)
         settings.automatic.small_bytes = std::size_t(std::atoi(small)) << 10;
     if (const char* sndbuf = std::getenv("GRADSYNC_BENCH_SNDBUF_KIB"))
         settings.send_buffer_bytes = std::size_t(std::atoi(sndbuf)) << 10;
+    if (const char* eager = std::getenv("GRADSYNC_BENCH_EAGER_KIB"))
+        settings.communicator.eager_bytes = std::size_t(std::atoi(eager)) << 10;
     const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
     const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : bursts ? 7 : 15;
     if (bursts) {
@@ -214,7 +218,8 @@ int main(int argc, char** argv)
             if (s.gloo)
                 world.contexts[s.name] = std::move(context);
             else
-                world.comms[s.name] = std::make_unique<gradsync::gloo_communicator>(std::move(context));
+                world.comms[s.name] = std::make_unique<gradsync::gloo_communicator>(
+                    std::move(context), s.name == "gradsync_defaults" ? gradsync::gloo_options{} : settings.communicator);
         }
     }
 

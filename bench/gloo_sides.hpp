@@ -71,6 +71,8 @@ struct gloo_settings {
     gradsync::reducer_options options{.pipeline = {.segment_bytes = std::size_t(1) << 20, .window = 64}};
     gradsync::automatic automatic{.small_bytes = std::size_t(256) << 10};
     std::size_t send_buffer_bytes = std::size_t(512) << 10;
+    // gradsync_defaults' communicator keeps the library's gloo_options.
+    gradsync::gloo_options communicator{.eager_bytes = std::size_t(64) << 10};
 };
 
 // A persistent gradsync reducer over the communicator that comm_of() returns.

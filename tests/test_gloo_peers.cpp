@@ -105,6 +105,12 @@ gradsync::gloo_connect_options timeout_of(milliseconds t)
     return o;
 }
 
+// gloo_options for a case run with eager messages of at most `eager` bytes (0: none).
+gradsync::gloo_options eager_options(std::size_t eager, std::size_t depth = 4)
+{
+    return {.eager_bytes = eager, .eager_depth = depth};
+}
+
 // What f threw, as "kind: message", or "" if it returned.
 template <class F>
 std::string thrown(F&& f)
@@ -114,6 +120,8 @@ std::string thrown(F&& f)
         return "";
     } catch (const gradsync::aborted_error& e) {
         return std::string("aborted_error: ") + e.what();
+    } catch (const gradsync::foreign_message_error& e) {
+        return std::string("foreign_message_error: ") + e.what();
     } catch (const gradsync::deadline_error& e) {
         return std::string("deadline_error: ") + e.what();
     } catch (const gradsync::communication_error& e) {
@@ -149,8 +157,11 @@ TEST_CASE("a rank that dies leaves the others a communication_error, long before
 {
     // Three ranks; rank 2 exits once connected, while ranks 0 and 1 run a ring allreduce that
     // needs it. With a minute of timeout, the dead socket must end their waits, not the clock.
-    const auto out = run_ranks(3, [](int rank, const connector& connect) -> outcome {
-        gloo_communicator comm(connect(timeout_of(milliseconds(60000))));
+    // With eager messages the ring's blocks go eagerly, and the survivors' destructors must
+    // not wait for the dead rank either.
+    const std::size_t eager = GENERATE(std::size_t(0), std::size_t(256) << 10);
+    const auto out = run_ranks(3, [eager](int rank, const connector& connect) -> outcome {
+        gloo_communicator comm(connect(timeout_of(milliseconds(60000))), eager_options(eager));
         connected(comm);
         if (rank == 2)
             ::_exit(0);
@@ -170,8 +181,9 @@ TEST_CASE("a rank that dies leaves the others a communication_error, long before
 
 TEST_CASE("release() from another thread ends a wait in aborted_error, and the peer's in an error", "[gloo]")
 {
-    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
-        gloo_communicator comm(connect(timeout_of(milliseconds(30000))));
+    const std::size_t eager = GENERATE(std::size_t(0), std::size_t(1024));
+    const auto out = run_ranks(2, [eager](int rank, const connector& connect) -> outcome {
+        gloo_communicator comm(connect(timeout_of(milliseconds(30000))), eager_options(eager));
         connected(comm);
         std::vector<std::byte> buf(64);
         if (rank == 1) { // waits for a message rank 0 never sends; rank 0's release closes the pair
@@ -204,8 +216,9 @@ TEST_CASE("release() from another thread ends a wait in aborted_error, and the p
 
 TEST_CASE("a request dropped before its wait fails the communicator and its peer, and nothing lands later", "[gloo]")
 {
-    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
-        gloo_communicator comm(connect(timeout_of(milliseconds(30000))));
+    const std::size_t eager = GENERATE(std::size_t(0), std::size_t(1024));
+    const auto out = run_ranks(2, [eager](int rank, const connector& connect) -> outcome {
+        gloo_communicator comm(connect(timeout_of(milliseconds(30000))), eager_options(eager));
         connected(comm);
         std::vector<std::byte> buf(64, std::byte(7));
         if (rank == 0) {
@@ -262,8 +275,11 @@ TEST_CASE("messages whose receives are posted late, per tag and waited in revers
 {
     // Rank 0 posts all its sends at once; rank 1 posts its receives only later, tag by tag,
     // and waits in the reverse order. Per pair and tag, messages match in posting order.
-    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
-        gloo_communicator comm(connect(timeout_of(milliseconds(30000))));
+    // With eager messages of up to 4 KiB and 2 boxes per peer, four of them go eagerly: more
+    // than the boxes, so rank 0's later eager sends wait for rank 1 to take earlier ones.
+    const std::size_t eager = GENERATE(std::size_t(0), std::size_t(4096));
+    const auto out = run_ranks(2, [eager](int rank, const connector& connect) -> outcome {
+        gloo_communicator comm(connect(timeout_of(milliseconds(30000))), eager_options(eager, 2));
         struct message {
             int tag;
             std::size_t bytes;
@@ -421,6 +437,10 @@ TEST_CASE("misuse is a usage_error naming what is wrong", "[gloo]")
                 all += what + " gave \"" + e + "\"; ";
         };
         expect("a null context", "null", [] { gloo_communicator c(nullptr); });
+        expect("eager messages without boxes", "eager_depth",
+               [&] { gloo_communicator c(context, {.eager_bytes = 64, .eager_depth = 0}); });
+        expect("eager messages above the largest", "eager_bytes",
+               [&] { gloo_communicator c(context, {.eager_bytes = gloo_communicator::max_eager_bytes + 1}); });
         expect("a negative deadline", "deadline", [&] { gloo_communicator c(context, {.deadline = milliseconds(-1)}); });
         for (int prefix : {0, 1, 4, 8})
             expect("slot prefix " + std::to_string(prefix), "Gloo's own",
@@ -440,6 +460,149 @@ TEST_CASE("misuse is a usage_error naming what is wrong", "[gloo]")
         });
         expect("a send buffer of 0 bytes", "send buffer", [&] { gradsync::gloo_limit_send_buffers(*context, 0); });
         return all;
+    });
+    check_all(out);
+}
+
+// Eager messages of one tag from rank 1 to rank 0, `sizes` bytes each (pattern key(m, 1, i)).
+void send_eager(gloo_communicator& comm, int tag, const std::vector<std::size_t>& sizes)
+{
+    std::vector<std::vector<std::byte>> bufs;
+    std::vector<gloo_communicator::request> q;
+    for (std::size_t m = 0; m < sizes.size(); ++m) {
+        bufs.emplace_back(sizes[m]);
+        for (std::size_t i = 0; i < sizes[m]; ++i)
+            bufs[m][i] = std::byte(ref::key(int(m), 1, i));
+    }
+    for (auto& b : bufs)
+        q.push_back(comm.isend(std::span<const std::byte>(b), 0, tag));
+    for (auto& r : q)
+        comm.wait(r);
+}
+
+// Receives what send_eager sent, in order, and checks every byte.
+outcome receive_eager(gloo_communicator& comm, int tag, const std::vector<std::size_t>& sizes)
+{
+    for (std::size_t m = 0; m < sizes.size(); ++m) {
+        std::vector<std::byte> b(sizes[m]);
+        auto q = comm.irecv(std::span<std::byte>(b), 1, tag);
+        comm.wait(q);
+        for (std::size_t i = 0; i < sizes[m]; ++i)
+            if (b[i] != std::byte(ref::key(int(m), 1, i)))
+                return "message " + std::to_string(m) + ": byte " + std::to_string(i) + " is wrong";
+    }
+    return "";
+}
+
+TEST_CASE("eager mailboxes drain when destroyed: the next communicator on the context, same prefix, gets every "
+          "message",
+          "[gloo]")
+{
+    // The first communicator leaves receives posted ahead on both sides and one message that
+    // no receive took. Had its destructor not filled them, the second communicator's messages
+    // on the same slots would land in the first one's boxes, and its receives would wait.
+    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
+        auto context = connect(timeout_of(milliseconds(30000)));
+        {
+            gloo_communicator first(context, eager_options(512, 3));
+            if (rank == 1)
+                send_eager(first, 4, {100, 200});
+            else if (outcome o = receive_eager(first, 4, {100}); !o.empty())
+                return "first communicator: " + o;
+        }
+        gloo_communicator second(context, eager_options(512, 3));
+        const std::vector<std::size_t> sizes{1, 512, 0, 300, 17, 512, 64};
+        if (rank == 1) {
+            send_eager(second, 4, sizes);
+            return "";
+        }
+        if (outcome o = receive_eager(second, 4, sizes); !o.empty())
+            return "second communicator: " + o;
+        return "";
+    });
+    check_all(out);
+}
+
+TEST_CASE("an eager message whose size differs from its receive's is a communication_error, without waiting out the "
+          "deadline",
+          "[gloo]")
+{
+    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
+        gloo_communicator comm(connect(timeout_of(milliseconds(30000))), eager_options(1024));
+        connected(comm);
+        if (rank == 1) {
+            send_eager(comm, 5, {100});
+            return "";
+        }
+        std::vector<std::byte> b(200);
+        const std::string e = thrown([&] {
+            auto q = comm.irecv(std::span<std::byte>(b), 1, 5);
+            comm.wait(q);
+        });
+        if (!starts(e, "communication_error: ") || e.find("100 bytes") == std::string::npos)
+            return "expected a communication_error naming the 100 bytes sent, got \"" + e + "\"";
+        return "";
+    });
+    check_all(out);
+}
+
+TEST_CASE("an eager message stamped for another call is a foreign_message_error", "[gloo]")
+{
+    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
+        gloo_communicator comm(connect(timeout_of(milliseconds(30000))), eager_options(1024));
+        connected(comm);
+        const int bits = gradsync::tags::stamp_bits(comm.tag_limit());
+        const int call1 = gradsync::tags::stamped(gradsync::tags::reducer, 9, 1, bits),
+                  call2 = gradsync::tags::stamped(gradsync::tags::reducer, 9, 2, bits);
+        if (rank == 1) {
+            send_eager(comm, call2, {64});
+            return "";
+        }
+        std::vector<std::byte> b(64);
+        const std::string e = thrown([&] {
+            auto q = comm.irecv(std::span<std::byte>(b), 1, call1);
+            comm.wait(q);
+        });
+        if (!starts(e, "foreign_message_error: ") || e.find(std::to_string(call2)) == std::string::npos)
+            return "expected a foreign_message_error naming tag " + std::to_string(call2) + ", got \"" + e + "\"";
+        return "";
+    });
+    check_all(out);
+}
+
+TEST_CASE("every algorithm sums exactly over eager messages, 3 ranks", "[gloo]")
+{
+    // 3 ranks fold, so every algorithm's small blocks and hand-offs go through the mailboxes.
+    const auto out = run_ranks(3, [](int rank, const connector& connect) -> outcome {
+        gloo_communicator comm(connect(timeout_of(milliseconds(30000))), eager_options(std::size_t(64) << 10));
+        for (std::size_t count : {std::size_t(1), std::size_t(1000), std::size_t(20000)}) {
+            std::vector<double> data(count);
+            const auto check = [&](const char* algorithm) -> outcome {
+                for (std::size_t i = 0; i < count; ++i)
+                    if (data[i] != double(3 * (i % 89) + 3))
+                        return std::string(algorithm) + ", " + std::to_string(count) + " elements: element " +
+                            std::to_string(i) + " is " + std::to_string(data[i]);
+                return "";
+            };
+            const auto fill = [&] {
+                for (std::size_t i = 0; i < count; ++i)
+                    data[i] = double(i % 89 + std::size_t(rank));
+            };
+            const std::span<const std::size_t> one;
+            fill();
+            gradsync::allreduce(comm, std::span<double>(data), gradsync::sum{}, gradsync::ring{}, one);
+            if (outcome o = check("ring"); !o.empty())
+                return o;
+            fill();
+            gradsync::allreduce(comm, std::span<double>(data), gradsync::sum{}, gradsync::recursive_halving{}, one);
+            if (outcome o = check("recursive_halving"); !o.empty())
+                return o;
+            fill();
+            gradsync::allreduce(comm, std::span<double>(data), gradsync::sum{}, gradsync::recursive_doubling{}, one);
+            if (outcome o = check("recursive_doubling"); !o.empty())
+                return o;
+        }
+        return "";
     });
     check_all(out);
 }

@@ -15,7 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib> // mkdtemp
+#include <cstdlib> // mkdtemp, getenv
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -60,8 +60,10 @@ static transport make_comm(MPI_Comm c, gradsync::mpi_options o)
     gloo::rendezvous::FileStore store(gloo_store_dir.string());
     gradsync::gloo_connect_options connect;
     connect.prefix = "context" + std::to_string(contexts++);
+    const char* eager = std::getenv("GRADSYNC_TEST_GLOO_EAGER"); // bytes; the suite then runs eagerly
     return transport(gradsync::gloo_connect(store, rank, size, connect),
-                     {.deadline = std::chrono::duration_cast<std::chrono::milliseconds>(o.deadline)});
+                     {.deadline = std::chrono::duration_cast<std::chrono::milliseconds>(o.deadline),
+                      .eager_bytes = eager ? std::size_t(std::strtoull(eager, nullptr, 10)) : 0});
 }
 static transport make_comm() { return make_comm(MPI_COMM_WORLD, {}); }
 #elif defined(GRADSYNC_TEST_TRANSPORT_MPI)

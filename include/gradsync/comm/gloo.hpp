@@ -19,6 +19,15 @@
 // pending operation each; a reducer, whose buffers do not move, creates none after its first
 // call. The pool holds at most gloo_options::pool_limit buffers: above it the idle ones go.
 //
+// Eager messages (gloo_options::eager_bytes, off by default): a message of at most
+// eager_bytes goes through a mailbox per peer (gloo_mailbox.hpp) whose receives are posted
+// ahead, so it leaves at once instead of waiting for its receiver's announcement. It costs
+// 2 * eager_depth * (16 + eager_bytes) bytes per peer, and it makes the destructor
+// collective: every rank destroys its communicators in the same order, and each waits, at
+// most the deadline, for its peers to fill the receives it posted ahead. A rank whose
+// communicator failed or was released closes those pairs instead. Every rank must give the
+// same eager_bytes, as a message's size decides its route.
+//
 // Failure: Gloo's exceptions become communication_errors naming the operation, the peer and
 // Gloo's message; a wait longer than gloo_options::deadline (zero: the context's timeout) is
 // a deadline_error. Gloo then closes every connection of the context, so the peers' waits
@@ -47,6 +56,7 @@
 #include <utility>
 #include <vector>
 
+#include <gradsync/comm/gloo_mailbox.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/tags.hpp>
@@ -62,6 +72,10 @@ struct gloo_options {
     std::uint8_t slot_prefix = 0x67;
     // Most unbound buffers kept for reuse.
     std::size_t pool_limit = 4096;
+    // Messages of at most this many bytes go eagerly, into receives posted ahead; 0: none.
+    std::size_t eager_bytes = 0;
+    // Eager messages per peer in flight before a send waits for the receiver to take one.
+    std::size_t eager_depth = 4;
 };
 
 namespace detail {
@@ -100,6 +114,8 @@ constexpr std::uint64_t size_digest(std::size_t bytes) noexcept
 } // namespace detail
 
 class gloo_communicator {
+    using clock = std::chrono::steady_clock;
+
 public:
     class request {
     public:
@@ -122,6 +138,10 @@ public:
         {
             comm_ = o.comm_;
             buffer_ = std::exchange(o.buffer_, nullptr);
+            eager_ = std::exchange(o.eager_, false);
+            entry_ = std::exchange(o.entry_, nullptr);
+            ticket_ = o.ticket_;
+            bytes_ = o.bytes_;
             send_ = o.send_;
             peer_ = o.peer_;
             tag_ = o.tag_;
@@ -131,10 +151,16 @@ public:
         {
             if (buffer_)
                 comm_->abandon(std::exchange(buffer_, nullptr), peer_, "a request was dropped before its wait");
+            if (eager_)
+                comm_->abandon(*this, "a request was dropped before its wait");
         }
 
         gloo_communicator* comm_ = nullptr;
-        detail::gloo_buffer* buffer_ = nullptr;
+        detail::gloo_buffer* buffer_ = nullptr; // a direct message's pooled buffer
+        bool eager_ = false;                    // an eager message, pending: entry_ or ticket_
+        detail::gloo_eager_receive* entry_ = nullptr;
+        detail::gloo_mailbox::ticket ticket_;
+        std::size_t bytes_ = 0;
         bool send_ = false;
         int peer_ = 0;
         int tag_ = 0;
@@ -152,12 +178,28 @@ public:
                               " is one of Gloo's own (0 to 8)");
         if (options_.pool_limit == 0)
             throw usage_error("gradsync::gloo_communicator: pool_limit must be at least 1");
+        if (options_.eager_bytes && options_.eager_depth == 0)
+            throw usage_error("gradsync::gloo_communicator: eager_depth must be at least 1 when eager_bytes is set");
+        if (options_.eager_bytes > max_eager_bytes)
+            throw usage_error("gradsync::gloo_communicator: eager_bytes " + std::to_string(options_.eager_bytes) +
+                              " is above " + std::to_string(max_eager_bytes) + "; larger messages gain nothing");
         rank_ = context_->rank;
         size_ = context_->size;
+        if (options_.eager_bytes)
+            open_mailboxes();
     }
 
     gloo_communicator(const gloo_communicator&) = delete;
     gloo_communicator& operator=(const gloo_communicator&) = delete;
+
+    ~gloo_communicator()
+    {
+        if (!boxes_.empty())
+            drain();
+    }
+
+    // The largest gloo_options::eager_bytes.
+    static constexpr std::size_t max_eager_bytes = std::size_t(16) << 20;
 
     int rank() const noexcept { return rank_; }
     int size() const noexcept { return size_; }
@@ -225,43 +267,25 @@ public:
 
     void wait(request& r)
     {
+        if (r.eager_)
+            return wait_eager(r);
         detail::gloo_buffer* b = r.buffer_;
         if (!b)
             return;
-        const auto what = [&] { return describe(r.send_, b->size, r.peer_, r.tag_); }; // for errors only
-        const std::chrono::milliseconds timeout =
-            options_.deadline.count() ? options_.deadline : context_->getTimeout();
+        const auto what = [&] { return describe(r.send_, r.bytes_, r.peer_, r.tag_); };
         bool done = false;
-        {
-            std::lock_guard lock(waiting_mutex_);
-            waiting_ = b->buffer.get();
-        }
         try {
-            if (!released_.load())
-                done = r.send_ ? b->buffer->waitSend(nullptr, timeout) : b->buffer->waitRecv(nullptr, timeout);
-        } catch (const std::exception& e) {
-            clear_waiting();
+            done = block(*b->buffer, r.send_, clock::now(), what);
+        } catch (...) {
             r.buffer_ = nullptr;
             b->stale = true;
-            const std::string gloo = e.what();
-            if (gloo.find("Timed out") != std::string::npos) {
-                const std::string why = what() + " did not complete within the deadline of " + seconds(timeout) +
-                    " s: the peer is late, gone, at another call, or sent another size; Gloo closed the "
-                    "context's connections";
-                fail(why);
-                throw deadline_error(prefix() + why);
-            }
-            const std::string why = what() + " failed: " + gloo;
-            fail(why);
-            throw communication_error(prefix() + why);
+            throw;
         }
-        clear_waiting();
+        r.buffer_ = nullptr;
         if (!done) {
-            r.buffer_ = nullptr;
             abandon(b, r.peer_, "a wait was released");
             throw aborted_error(prefix() + what() + " was released");
         }
-        r.buffer_ = nullptr;
         b->busy = false;
     }
 
@@ -278,9 +302,10 @@ private:
             throw aborted_error(prefix() + call + " refused: the communicator was released");
         if (!failure_.empty())
             throw communication_error(prefix() + call + " refused: the communicator failed earlier: " + failure_);
+        if (options_.eager_bytes && n <= options_.eager_bytes)
+            return post_eager(send, p, n, peer, tag);
         detail::gloo_buffer* b = acquire(p, n);
-        const std::uint64_t slot = (std::uint64_t(options_.slot_prefix) << 56) | (detail::size_digest(n) << 32) |
-            std::uint64_t(std::uint32_t(tag));
+        const std::uint64_t slot = slot_of((detail::size_digest(n) << 32) | std::uint64_t(std::uint32_t(tag)));
         try {
             if (send)
                 b->buffer->send(peer, slot, 0, n);
@@ -293,13 +318,257 @@ private:
             throw communication_error(prefix() + why);
         }
         b->busy = true;
+        request r = make_request(send, n, peer, tag);
+        r.buffer_ = b;
+        return r;
+    }
+
+    request make_request(bool send, std::size_t n, int peer, int tag)
+    {
         request r;
         r.comm_ = this;
-        r.buffer_ = b;
         r.send_ = send;
+        r.bytes_ = n;
         r.peer_ = peer;
         r.tag_ = tag;
         return r;
+    }
+
+    // The slot of `low` (the digest and tag bits) under this communicator's prefix; the
+    // mailboxes use low bits no tag reaches (tags are below 2^31).
+    std::uint64_t slot_of(std::uint64_t low) const noexcept { return (std::uint64_t(options_.slot_prefix) << 56) | low; }
+    static constexpr std::uint64_t mailbox_slot = 0xffffffff, count_slot = 0xfffffffe;
+
+    // --- eager messages (gloo_mailbox.hpp)
+
+    void open_mailboxes()
+    {
+        boxes_.resize(std::size_t(size_));
+        try {
+            for (int p = 0; p < size_; ++p)
+                if (p != rank_)
+                    boxes_[std::size_t(p)] = std::make_unique<detail::gloo_mailbox>(
+                        *context_, p, slot_of(mailbox_slot), options_.eager_bytes, options_.eager_depth);
+        } catch (const std::exception& e) {
+            for (int p = 0; p < size_; ++p) // a box made halfway is gone, its receives posted
+                if (p != rank_)
+                    close_pair(p);
+            throw communication_error(prefix() + "posting the eager mailboxes' receives failed: " + e.what());
+        }
+    }
+
+    request post_eager(bool send, std::byte* p, std::size_t n, int peer, int tag)
+    {
+        detail::gloo_mailbox& box = *boxes_[std::size_t(peer)];
+        request r = make_request(send, n, peer, tag);
+        const auto what = [&] { return describe(send, n, peer, tag); };
+        if (send) {
+            const std::size_t i = box.next_out();
+            if (box.out_busy(i))
+                finish_out(box, i, clock::now(), [&] { return what() + ", waiting for an earlier eager send to leave"; });
+            try {
+                r.ticket_ = box.send({p, n}, tag);
+            } catch (const std::exception& e) {
+                const std::string why = what() + " could not start: " + e.what();
+                fail(why);
+                throw communication_error(prefix() + why);
+            }
+        } else {
+            detail::gloo_eager_receive& e = take_entry();
+            e = {p, n, tag, false};
+            try {
+                box.post_receive(e);
+            } catch (const std::exception& x) {
+                box.break_off(x.what());
+            }
+            r.entry_ = &e;
+        }
+        r.eager_ = true;
+        return r;
+    }
+
+    void wait_eager(request& r)
+    {
+        detail::gloo_mailbox& box = *boxes_[std::size_t(r.peer_)];
+        const clock::time_point start = clock::now();
+        const auto what = [&] { return describe(r.send_, r.bytes_, r.peer_, r.tag_); };
+        if (r.send_) {
+            r.eager_ = false;
+            if (box.pending(r.ticket_))
+                finish_out(box, r.ticket_.box, start, what);
+            return;
+        }
+        detail::gloo_eager_receive& e = *r.entry_;
+        const auto refuse = [&](const std::string& why) {
+            box.forget(e);
+            free_entries_.push_back(r.entry_);
+            r.entry_ = nullptr;
+            r.eager_ = false;
+            fail(why);
+            return prefix() + why;
+        };
+        while (!e.done) {
+            if (!box.broken().empty())
+                throw communication_error(refuse(what() + " cannot complete: posting a mailbox receive from rank " +
+                                                 std::to_string(r.peer_) + " again failed: " + box.broken()));
+            detail::gloo_mailbox::header h{};
+            if (box.oldest_held(h)) {
+                const auto next = [&] { return ", rank " + std::to_string(r.peer_) + "'s next eager message"; };
+                if (h.tag == detail::gloo_mailbox::filler)
+                    throw communication_error(refuse(what() + " cannot complete" + next() +
+                                                     " says it destroyed its communicator"));
+                if (tags::foreign(int(h.tag), r.tag_))
+                    throw foreign_message_error(refuse("waiting for " + what() + next() + " has tag " +
+                                                       std::to_string(h.tag)),
+                                                r.peer_, r.tag_, int(h.tag));
+                if (h.tag == r.tag_ && h.bytes != r.bytes_)
+                    throw communication_error(refuse(what() + next() + " with that tag has " +
+                                                     std::to_string(h.bytes) + " bytes"));
+            }
+            gloo::transport::UnboundBuffer* next = box.next_arrival();
+            if (!next)
+                throw communication_error(refuse(what() + " cannot complete: the " + std::to_string(options_.eager_depth) +
+                                                 " eager messages from rank " + std::to_string(r.peer_) +
+                                                 " that arrived first match no receive (the oldest has tag " +
+                                                 std::to_string(h.tag) + ", " + std::to_string(h.bytes) + " bytes)"));
+            if (!block(*next, false, start, what)) {
+                abandon(r, "a wait was released");
+                throw aborted_error(prefix() + what() + " was released");
+            }
+            try {
+                box.landed();
+            } catch (const std::exception& x) {
+                box.break_off(x.what());
+            }
+        }
+        free_entries_.push_back(r.entry_);
+        r.entry_ = nullptr;
+        r.eager_ = false;
+    }
+
+    // Waits until the send out of box i has left.
+    template <class What>
+    void finish_out(detail::gloo_mailbox& box, std::size_t i, clock::time_point start, const What& what)
+    {
+        if (!block(*box.out_buffer(i), true, start, what)) {
+            fail("a wait was released");
+            close_pair(box.peer());
+            throw aborted_error(prefix() + what() + " was released");
+        }
+        box.finish_send(i);
+    }
+
+    detail::gloo_eager_receive& take_entry()
+    {
+        if (free_entries_.empty()) {
+            entries_.push_back(std::make_unique<detail::gloo_eager_receive>());
+            free_entries_.reserve(entries_.size()); // pushing an entry back never allocates
+            return *entries_.back();
+        }
+        detail::gloo_eager_receive* e = free_entries_.back();
+        free_entries_.pop_back();
+        return *e;
+    }
+
+    // The destructor's half of eager messaging (gloo_mailbox.hpp, "Teardown"): tells each
+    // peer how many receives this side posted, fills the peer's that this side's sends left
+    // empty, and waits for the peer to fill this side's. Any failure closes the pairs.
+    void drain() noexcept
+    {
+        try {
+            if (released_.load() || !failure_.empty())
+                throw aborted_error("");
+            const clock::time_point start = clock::now();
+            std::vector<std::uint64_t> mine(boxes_.size()), theirs(boxes_.size());
+            std::vector<std::pair<std::unique_ptr<gloo::transport::UnboundBuffer>, bool>> counts;
+            for (int p = 0; p < size_; ++p)
+                if (const auto& box = boxes_[std::size_t(p)]) {
+                    mine[std::size_t(p)] = box->posted();
+                    counts.emplace_back(context_->createUnboundBuffer(&theirs[std::size_t(p)], 8), false);
+                    counts.back().first->recv(p, slot_of(count_slot), 0, 8);
+                    counts.emplace_back(context_->createUnboundBuffer(&mine[std::size_t(p)], 8), true);
+                    counts.back().first->send(p, slot_of(count_slot), 0, 8);
+                }
+            const auto what = [] { return std::string("draining the eager mailboxes"); };
+            for (auto& [buffer, send] : counts)
+                if (!block(*buffer, send, start, what))
+                    throw aborted_error("");
+            for (auto& box : boxes_)
+                if (box) {
+                    const std::uint64_t posted = theirs[std::size_t(box->peer())];
+                    if (posted < box->sent())
+                        throw communication_error("");
+                    while (box->sent() < posted) {
+                        const std::size_t i = box->next_out();
+                        if (box->out_busy(i))
+                            finish_out(*box, i, start, what);
+                        box->send({}, detail::gloo_mailbox::filler);
+                    }
+                }
+            for (auto& box : boxes_)
+                if (box)
+                    while (gloo::transport::UnboundBuffer* next = box->next_arrival()) {
+                        if (!block(*next, false, start, what))
+                            throw aborted_error("");
+                        box->landed();
+                    }
+            for (auto& box : boxes_)
+                if (box)
+                    for (std::size_t i = 0; i < options_.eager_depth; ++i)
+                        if (box->out_busy(i))
+                            finish_out(*box, i, start, what);
+        } catch (...) {
+            close_mailbox_pairs();
+        }
+    }
+
+    void close_mailbox_pairs() noexcept
+    {
+        for (const auto& box : boxes_)
+            if (box)
+                close_pair(box->peer());
+    }
+
+    // --- waiting
+
+    std::chrono::milliseconds deadline() const
+    {
+        return options_.deadline.count() ? options_.deadline : context_->getTimeout();
+    }
+
+    // Waits for b's send or receive, at most what is left of the deadline since start; false
+    // when release() ended it. Gloo's failures become errors and fail the communicator.
+    template <class What>
+    bool block(gloo::transport::UnboundBuffer& b, bool send, clock::time_point start, const What& what)
+    {
+        const std::chrono::milliseconds whole = deadline(),
+                                        left = std::max(std::chrono::milliseconds(1),
+                                                        whole - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                    clock::now() - start));
+        {
+            std::lock_guard lock(waiting_mutex_);
+            waiting_ = &b;
+        }
+        bool done = false;
+        try {
+            if (!released_.load())
+                done = send ? b.waitSend(nullptr, left) : b.waitRecv(nullptr, left);
+        } catch (const std::exception& e) {
+            clear_waiting();
+            const std::string gloo = e.what();
+            if (gloo.find("Timed out") != std::string::npos) {
+                const std::string why = what() + " did not complete within the deadline of " + seconds(whole) +
+                    " s: the peer is late, gone, at another call, or sent another size; Gloo closed the "
+                    "context's connections";
+                fail(why);
+                throw deadline_error(prefix() + why);
+            }
+            const std::string why = what() + " failed: " + gloo;
+            fail(why);
+            throw communication_error(prefix() + why);
+        }
+        clear_waiting();
+        return done;
     }
 
     // An idle pooled buffer over exactly [p, p + n), or a new one.
@@ -329,7 +598,36 @@ private:
     void abandon(detail::gloo_buffer* b, int peer, const char* why) noexcept
     {
         b->stale = true;
-        fail(std::string(why) + " (rank " + std::to_string(peer) + ")");
+        left_pending(why, peer);
+    }
+
+    // The same for an eager request: nothing lands in the caller's memory once the receive is
+    // forgotten, and the pair is closed as for any request left pending.
+    void abandon(request& r, const char* why) noexcept
+    {
+        if (r.entry_) {
+            boxes_[std::size_t(r.peer_)]->forget(*r.entry_);
+            free_entries_.push_back(std::exchange(r.entry_, nullptr));
+        }
+        r.eager_ = false;
+        left_pending(why, r.peer_);
+    }
+
+    void left_pending(const char* why, int peer) noexcept
+    {
+        try {
+            std::string what = why; // appended, not chained: GCC 12 misreads the chain here
+            what += " (rank ";
+            what += std::to_string(peer);
+            what += ')';
+            fail(what);
+        } catch (...) {
+        }
+        close_pair(peer);
+    }
+
+    void close_pair(int peer) noexcept
+    {
         try {
             if (auto& pair = context_->getPair(peer))
                 pair->close();
@@ -374,6 +672,10 @@ private:
     std::atomic<bool> released_{false};
     std::mutex waiting_mutex_; // guards waiting_ against release() from another thread
     gloo::transport::UnboundBuffer* waiting_ = nullptr;
+    // Eager messaging: a mailbox per peer (none for this rank), and the pooled receive entries.
+    std::vector<std::unique_ptr<detail::gloo_mailbox>> boxes_;
+    std::vector<std::unique_ptr<detail::gloo_eager_receive>> entries_;
+    std::vector<detail::gloo_eager_receive*> free_entries_;
 };
 
 } // namespace gradsync
