@@ -15,9 +15,9 @@
 // boxes hold such messages, the peer's next eager send waits until a receive takes one.
 //
 // Teardown: Gloo cannot cancel a posted receive, and a box freed under it would stall the
-// connection. drain_*() fill every box the peer posted (filler messages, tag -1) and wait
-// for the peer to fill this side's, which is why eager messaging makes the communicator's
-// destructor collective (gloo.hpp).
+// connection. Before a mailbox goes, gloo_communicator's destructor (gloo.hpp, drain())
+// fills every box the peer posted (filler messages, tag -1) and waits for the peer to fill
+// this side's, which makes that destructor collective; where it cannot, it closes the pair.
 //
 // Memory per peer: 2 * depth * (16 + eager_bytes) bytes, taken when the communicator is made.
 #pragma once
