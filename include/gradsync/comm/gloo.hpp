@@ -57,14 +57,11 @@
 #include <vector>
 
 #include <gradsync/comm/gloo_mailbox.hpp>
+#include <gradsync/comm/gloo_sigpipe.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/tags.hpp>
 
-#include <cerrno>
-#include <csignal>
-#include <ctime>
-#include <pthread.h>
 #include <unistd.h> // gethostname
 
 namespace gradsync {
@@ -114,41 +111,6 @@ constexpr std::uint64_t size_digest(std::size_t bytes) noexcept
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
     return (x ^ (x >> 31)) >> 40;
 }
-
-// Gloo writes to its sockets from the posting thread too, and a write to a peer that is gone
-// raises SIGPIPE, whose default action ends the process. While one lives, the thread blocks
-// SIGPIPE; a SIGPIPE raised meanwhile is taken, and the thread's mask is restored.
-class gloo_sigpipe_guard {
-public:
-    gloo_sigpipe_guard() noexcept
-    {
-        sigemptyset(&pipe_);
-        sigaddset(&pipe_, SIGPIPE);
-        sigset_t pending;
-        sigpending(&pending);
-        was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-        blocked_ = pthread_sigmask(SIG_BLOCK, &pipe_, &old_) == 0;
-    }
-    gloo_sigpipe_guard(const gloo_sigpipe_guard&) = delete;
-    gloo_sigpipe_guard& operator=(const gloo_sigpipe_guard&) = delete;
-    ~gloo_sigpipe_guard()
-    {
-        if (!blocked_)
-            return;
-        sigset_t pending;
-        sigpending(&pending);
-        if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
-            const timespec now{0, 0};
-            while (sigtimedwait(&pipe_, nullptr, &now) < 0 && errno == EINTR) {
-            }
-        }
-        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-    }
-
-private:
-    sigset_t pipe_{}, old_{};
-    bool was_pending_ = false, blocked_ = false;
-};
 
 } // namespace detail
 
@@ -341,7 +303,7 @@ private:
             throw aborted_error(prefix() + call + " refused: the communicator was released");
         if (!failure_.empty())
             throw communication_error(prefix() + call + " refused: the communicator failed earlier: " + failure_);
-        const detail::gloo_sigpipe_guard quiet;
+        const detail::sigpipe_blocked quiet;
         if (options_.eager_bytes && n <= options_.eager_bytes)
             return post_eager(send, p, n, peer, tag);
         detail::gloo_buffer* b = acquire(p, n);
@@ -383,7 +345,7 @@ private:
 
     void open_mailboxes()
     {
-        const detail::gloo_sigpipe_guard quiet;
+        const detail::sigpipe_blocked quiet;
         boxes_.resize(std::size_t(size_));
         try {
             for (int p = 0; p < size_; ++p)
@@ -477,7 +439,7 @@ private:
                 throw aborted_error(prefix() + what() + " was released");
             }
             try {
-                const detail::gloo_sigpipe_guard quiet;
+                const detail::sigpipe_blocked quiet;
                 box.landed();
             } catch (const std::exception& x) {
                 box.break_off(x.what());
@@ -517,7 +479,7 @@ private:
     // empty, and waits for the peer to fill this side's. Any failure closes the pairs.
     void drain() noexcept
     {
-        const detail::gloo_sigpipe_guard quiet;
+        const detail::sigpipe_blocked quiet;
         try {
             if (released_.load() || !failure_.empty())
                 throw aborted_error("");

@@ -12,6 +12,9 @@
 // Gloo neither exposes nor sizes for unbound buffers (docs/gloo.md, "Performance"). Each pair
 // has a socket of its own, found among the process's descriptors (/proc/self/fd) as the
 // connected socket whose local address is the pair's.
+//
+// The device is made with SIGPIPE blocked, which its network thread inherits
+// (gloo_sigpipe.hpp): a write to a peer that is gone then fails instead of ending the process.
 #pragma once
 
 #include <gloo/rendezvous/context.h>
@@ -35,6 +38,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <gradsync/comm/gloo_sigpipe.hpp>
 #include <gradsync/error.hpp>
 
 namespace gradsync {
@@ -127,7 +131,10 @@ inline std::shared_ptr<gloo::Context> gloo_connect(gloo::rendezvous::Store& stor
     try {
         gloo::transport::tcp::attr attr;
         attr.hostname = options.hostname;
-        auto device = gloo::transport::tcp::CreateDevice(attr);
+        auto device = [&] {
+            const detail::sigpipe_blocked quiet; // inherited by the device's network thread
+            return gloo::transport::tcp::CreateDevice(attr);
+        }();
         gloo::rendezvous::PrefixStore prefixed(options.prefix, store);
         context = std::make_shared<gloo::rendezvous::Context>(rank, size);
         context->setTimeout(options.timeout);
