@@ -29,11 +29,12 @@
 // same eager_bytes, as a message's size decides its route.
 //
 // Failure: Gloo's exceptions become communication_errors naming the operation, the peer and
-// Gloo's message; a wait longer than gloo_options::deadline (zero: the context's timeout) is
-// a deadline_error. Gloo then closes every connection of the context, so the peers' waits
-// fail too instead of hanging, and this communicator refuses further posts. Gloo cannot
-// cancel: a request dropped before its wait, or a wait ended by release(), closes the pair
-// to its peer, so nothing lands in the buffer later.
+// Gloo's message, also where Gloo does not pass a failed pair's error on to a wait
+// (gloo_watchdog.hpp); a wait longer than gloo_options::deadline (zero: the context's
+// timeout) is a deadline_error. Gloo then closes every connection of the context, so the
+// peers' waits fail too instead of hanging, and this communicator refuses further posts.
+// Gloo cannot cancel: a request dropped before its wait, or a wait ended by release(),
+// closes the pair to its peer, so nothing lands in the buffer later.
 #pragma once
 
 #include <gloo/context.h>
@@ -41,7 +42,6 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstddef>
@@ -49,7 +49,6 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -58,6 +57,7 @@
 
 #include <gradsync/comm/gloo_mailbox.hpp>
 #include <gradsync/comm/gloo_sigpipe.hpp>
+#include <gradsync/comm/gloo_watchdog.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/tags.hpp>
@@ -168,10 +168,8 @@ public:
     };
 
     explicit gloo_communicator(std::shared_ptr<gloo::Context> context, gloo_options options = {})
-        : context_(std::move(context)), options_(options)
+        : context_(not_null(std::move(context))), options_(options), watchdog_(*context_, slot_of(sentinel_slot))
     {
-        if (!context_)
-            throw usage_error("gradsync::gloo_communicator: the context is null");
         if (options_.deadline.count() < 0)
             throw usage_error("gradsync::gloo_communicator: the deadline must not be negative");
         if (options_.slot_prefix == 0 || options_.slot_prefix <= 0x08)
@@ -246,15 +244,7 @@ public:
     }
 
     // Ends every wait, now and later, with aborted_error (communicator.hpp); any thread.
-    void release() noexcept
-    {
-        released_.store(true);
-        std::lock_guard lock(waiting_mutex_);
-        if (waiting_) {
-            waiting_->abortWaitRecv();
-            waiting_->abortWaitSend();
-        }
-    }
+    void release() noexcept { watchdog_.release(); }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {
@@ -276,7 +266,7 @@ public:
         const auto what = [&] { return describe(r.send_, r.bytes_, r.peer_, r.tag_); };
         bool done = false;
         try {
-            done = block(*b->buffer, r.send_, clock::now(), what);
+            done = block(*b->buffer, r.peer_, r.send_, clock::now(), what);
         } catch (...) {
             r.buffer_ = nullptr;
             b->stale = true;
@@ -291,6 +281,13 @@ public:
     }
 
 private:
+    static std::shared_ptr<gloo::Context> not_null(std::shared_ptr<gloo::Context> context)
+    {
+        if (!context)
+            throw usage_error("gradsync::gloo_communicator: the context is null");
+        return context;
+    }
+
     request post(bool send, std::byte* p, std::size_t n, int peer, int tag)
     {
         const char* call = send ? "isend" : "irecv";
@@ -299,7 +296,7 @@ private:
         if (peer < 0 || peer >= size_ || peer == rank_)
             throw usage_error(prefix() + call + " to peer " + std::to_string(peer) + ": " +
                               (peer == rank_ ? "Gloo has no pair from a rank to itself" : "out of range"));
-        if (released_.load())
+        if (watchdog_.released())
             throw aborted_error(prefix() + call + " refused: the communicator was released");
         if (!failure_.empty())
             throw communication_error(prefix() + call + " refused: the communicator failed earlier: " + failure_);
@@ -339,7 +336,7 @@ private:
     // The slot of `low` (the digest and tag bits) under this communicator's prefix; the
     // mailboxes use low bits no tag reaches (tags are below 2^31).
     std::uint64_t slot_of(std::uint64_t low) const noexcept { return (std::uint64_t(options_.slot_prefix) << 56) | low; }
-    static constexpr std::uint64_t mailbox_slot = 0xffffffff, count_slot = 0xfffffffe;
+    static constexpr std::uint64_t mailbox_slot = 0xffffffff, count_slot = 0xfffffffe, sentinel_slot = 0xfffffffd;
 
     // --- eager messages (gloo_mailbox.hpp)
 
@@ -403,10 +400,7 @@ private:
         }
         detail::gloo_eager_receive& e = *r.entry_;
         const auto refuse = [&](const std::string& why) {
-            box.forget(e);
-            free_entries_.push_back(r.entry_);
-            r.entry_ = nullptr;
-            r.eager_ = false;
+            finish_eager(r);
             fail(why);
             return prefix() + why;
         };
@@ -434,7 +428,7 @@ private:
                                                  " eager messages from rank " + std::to_string(r.peer_) +
                                                  " that arrived first match no receive (the oldest has tag " +
                                                  std::to_string(h.tag) + ", " + std::to_string(h.bytes) + " bytes)"));
-            if (!block(*next, false, start, what)) {
+            if (!block(*next, r.peer_, false, start, what)) {
                 abandon(r, "a wait was released");
                 throw aborted_error(prefix() + what() + " was released");
             }
@@ -445,8 +439,16 @@ private:
                 box.break_off(x.what());
             }
         }
-        free_entries_.push_back(r.entry_);
-        r.entry_ = nullptr;
+        finish_eager(r);
+    }
+
+    // Ends r's eager part: its receive entry, if any, leaves its box for the pool.
+    void finish_eager(request& r) noexcept
+    {
+        if (r.entry_) {
+            boxes_[std::size_t(r.peer_)]->forget(*r.entry_);
+            free_entries_.push_back(std::exchange(r.entry_, nullptr));
+        }
         r.eager_ = false;
     }
 
@@ -454,7 +456,7 @@ private:
     template <class What>
     void finish_out(detail::gloo_mailbox& box, std::size_t i, clock::time_point start, const What& what)
     {
-        if (!block(*box.out_buffer(i), true, start, what)) {
+        if (!block(*box.out_buffer(i), box.peer(), true, start, what)) {
             fail("a wait was released");
             close_pair(box.peer());
             throw aborted_error(prefix() + what() + " was released");
@@ -481,22 +483,27 @@ private:
     {
         const detail::sigpipe_blocked quiet;
         try {
-            if (released_.load() || !failure_.empty())
+            if (watchdog_.released() || !failure_.empty())
                 throw aborted_error("");
             const clock::time_point start = clock::now();
             std::vector<std::uint64_t> mine(boxes_.size()), theirs(boxes_.size());
-            std::vector<std::pair<std::unique_ptr<gloo::transport::UnboundBuffer>, bool>> counts;
+            struct count {
+                std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+                int peer;
+                bool send;
+            };
+            std::vector<count> counts;
             for (int p = 0; p < size_; ++p)
                 if (const auto& box = boxes_[std::size_t(p)]) {
                     mine[std::size_t(p)] = box->posted();
-                    counts.emplace_back(context_->createUnboundBuffer(&theirs[std::size_t(p)], 8), false);
-                    counts.back().first->recv(p, slot_of(count_slot), 0, 8);
-                    counts.emplace_back(context_->createUnboundBuffer(&mine[std::size_t(p)], 8), true);
-                    counts.back().first->send(p, slot_of(count_slot), 0, 8);
+                    counts.push_back({context_->createUnboundBuffer(&theirs[std::size_t(p)], 8), p, false});
+                    counts.back().buffer->recv(p, slot_of(count_slot), 0, 8);
+                    counts.push_back({context_->createUnboundBuffer(&mine[std::size_t(p)], 8), p, true});
+                    counts.back().buffer->send(p, slot_of(count_slot), 0, 8);
                 }
             const auto what = [] { return std::string("draining the eager mailboxes"); };
-            for (auto& [buffer, send] : counts)
-                if (!block(*buffer, send, start, what))
+            for (const count& c : counts)
+                if (!block(*c.buffer, c.peer, c.send, start, what))
                     throw aborted_error("");
             for (auto& box : boxes_)
                 if (box) {
@@ -513,7 +520,7 @@ private:
             for (auto& box : boxes_)
                 if (box)
                     while (gloo::transport::UnboundBuffer* next = box->next_arrival()) {
-                        if (!block(*next, false, start, what))
+                        if (!block(*next, box->peer(), false, start, what))
                             throw aborted_error("");
                         box->landed();
                     }
@@ -541,25 +548,19 @@ private:
         return options_.deadline.count() ? options_.deadline : context_->getTimeout();
     }
 
-    // Waits for b's send or receive, at most what is left of the deadline since start; false
-    // when release() ended it. Gloo's failures become errors and fail the communicator.
+    // Waits for b's send or receive with `peer`, at most what is left of the deadline since
+    // start; false when release() ended it. Gloo's failures, the pair's included where Gloo
+    // does not pass it on (gloo_watchdog.hpp), become errors and fail the communicator.
     template <class What>
-    bool block(gloo::transport::UnboundBuffer& b, bool send, clock::time_point start, const What& what)
+    bool block(gloo::transport::UnboundBuffer& b, int peer, bool send, clock::time_point start, const What& what)
     {
         const std::chrono::milliseconds whole = deadline(),
                                         left = std::max(std::chrono::milliseconds(1),
                                                         whole - std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                     clock::now() - start));
-        {
-            std::lock_guard lock(waiting_mutex_);
-            waiting_ = &b;
-        }
-        bool done = false;
         try {
-            if (!released_.load())
-                done = send ? b.waitSend(nullptr, left) : b.waitRecv(nullptr, left);
+            return watchdog_.wait(b, peer, send, left);
         } catch (const std::exception& e) {
-            clear_waiting();
             const std::string gloo = e.what();
             if (gloo.find("Timed out") != std::string::npos) {
                 const std::string why = what() + " did not complete within the deadline of " + seconds(whole) +
@@ -572,8 +573,6 @@ private:
             fail(why);
             throw communication_error(prefix() + why);
         }
-        clear_waiting();
-        return done;
     }
 
     // An idle pooled buffer over exactly [p, p + n), or a new one.
@@ -610,11 +609,7 @@ private:
     // forgotten, and the pair is closed as for any request left pending.
     void abandon(request& r, const char* why) noexcept
     {
-        if (r.entry_) {
-            boxes_[std::size_t(r.peer_)]->forget(*r.entry_);
-            free_entries_.push_back(std::exchange(r.entry_, nullptr));
-        }
-        r.eager_ = false;
+        finish_eager(r);
         left_pending(why, r.peer_);
     }
 
@@ -631,19 +626,17 @@ private:
         close_pair(peer);
     }
 
+    // Closes the pair to `peer` (a hard close: the peer sees it at once). Gloo tells the
+    // waits on it nothing; the watchdog ends them with this communicator's failure.
     void close_pair(int peer) noexcept
     {
         try {
             if (auto& pair = context_->getPair(peer))
                 pair->close();
+            watchdog_.closed(peer, "this side closed the connection to rank " + std::to_string(peer) +
+                                       (failure_.empty() ? "" : " after: " + failure_));
         } catch (...) {
         }
-    }
-
-    void clear_waiting() noexcept
-    {
-        std::lock_guard lock(waiting_mutex_);
-        waiting_ = nullptr;
     }
 
     void fail(const std::string& why) noexcept
@@ -674,9 +667,7 @@ private:
     int rank_ = 0, size_ = 1;
     std::unordered_multimap<detail::gloo_key, std::unique_ptr<detail::gloo_buffer>, detail::gloo_key_hash> pool_;
     std::string failure_; // the first failure; posts are refused after it
-    std::atomic<bool> released_{false};
-    std::mutex waiting_mutex_; // guards waiting_ against release() from another thread
-    gloo::transport::UnboundBuffer* waiting_ = nullptr;
+    detail::gloo_watchdog watchdog_; // every wait goes through it; release() too
     // Eager messaging: a mailbox per peer (none for this rank), and the pooled receive entries.
     std::vector<std::unique_ptr<detail::gloo_mailbox>> boxes_;
     std::vector<std::unique_ptr<detail::gloo_eager_receive>> entries_;
