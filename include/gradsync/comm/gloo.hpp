@@ -300,7 +300,7 @@ private:
             throw aborted_error(prefix() + call + " refused: the communicator was released");
         if (!failure_.empty())
             throw communication_error(prefix() + call + " refused: the communicator failed earlier: " + failure_);
-        const detail::sigpipe_blocked quiet;
+        detail::block_sigpipe();
         if (options_.eager_bytes && n <= options_.eager_bytes)
             return post_eager(send, p, n, peer, tag);
         detail::gloo_buffer* b = acquire(p, n);
@@ -340,9 +340,9 @@ private:
 
     // --- eager messages (gloo_mailbox.hpp)
 
+    // On the constructing thread, where the watchdog's sentinels have blocked SIGPIPE.
     void open_mailboxes()
     {
-        const detail::sigpipe_blocked quiet;
         boxes_.resize(std::size_t(size_));
         try {
             for (int p = 0; p < size_; ++p)
@@ -433,7 +433,7 @@ private:
                 throw aborted_error(prefix() + what() + " was released");
             }
             try {
-                const detail::sigpipe_blocked quiet;
+                detail::block_sigpipe();
                 box.landed();
             } catch (const std::exception& x) {
                 box.break_off(x.what());
@@ -481,7 +481,7 @@ private:
     // empty, and waits for the peer to fill this side's. Any failure closes the pairs.
     void drain() noexcept
     {
-        const detail::sigpipe_blocked quiet;
+        detail::block_sigpipe();
         try {
             if (watchdog_.released() || !failure_.empty())
                 throw aborted_error("");
@@ -641,6 +641,7 @@ private:
 
     void fail(const std::string& why) noexcept
     {
+        detail::take_sigpipe(); // one a failed write raised on this thread (gloo_sigpipe.hpp)
         if (failure_.empty()) {
             try {
                 failure_ = why;

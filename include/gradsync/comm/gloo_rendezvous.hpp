@@ -13,8 +13,9 @@
 // has a socket of its own, found among the process's descriptors (/proc/self/fd) as the
 // connected socket whose local address is the pair's.
 //
-// The device is made with SIGPIPE blocked, which its network thread inherits
-// (gloo_sigpipe.hpp): a write to a peer that is gone then fails instead of ending the process.
+// The device is made with SIGPIPE blocked on the calling thread, where it stays blocked, and
+// its network thread inherits that (gloo_sigpipe.hpp): a write to a peer that is gone then
+// fails instead of ending the process.
 #pragma once
 
 #include <gloo/rendezvous/context.h>
@@ -131,10 +132,8 @@ inline std::shared_ptr<gloo::Context> gloo_connect(gloo::rendezvous::Store& stor
     try {
         gloo::transport::tcp::attr attr;
         attr.hostname = options.hostname;
-        auto device = [&] {
-            const detail::sigpipe_blocked quiet; // inherited by the device's network thread
-            return gloo::transport::tcp::CreateDevice(attr);
-        }();
+        detail::block_sigpipe(); // inherited by the device's network thread
+        auto device = gloo::transport::tcp::CreateDevice(attr);
         gloo::rendezvous::PrefixStore prefixed(options.prefix, store);
         context = std::make_shared<gloo::rendezvous::Context>(rank, size);
         context->setTimeout(options.timeout);

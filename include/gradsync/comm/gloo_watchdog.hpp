@@ -38,6 +38,8 @@
 #include <utility>
 #include <vector>
 
+#include <gradsync/comm/gloo_sigpipe.hpp>
+
 namespace gradsync::detail {
 
 class gloo_watchdog {
@@ -87,7 +89,7 @@ public:
         }
         const auto [aborted, error] = forget();
         if (done && aborted)
-            take_back_abort(b, send);
+            clear_abort(b, send);
         if (!done && error)
             std::rethrow_exception(error);
         return done;
@@ -123,6 +125,7 @@ private:
     // peer may have left already, which concerns only the waits that involve it.
     static std::vector<peer_state> post_sentinels(gloo::Context& context, std::uint64_t slot, char* byte)
     {
+        block_sigpipe(); // posting a receive writes its announcement
         std::vector<peer_state> peers(std::size_t(context.size));
         for (int p = 0; p < context.size; ++p)
             if (p != context.rank) {
@@ -156,11 +159,7 @@ private:
     {
         if (!p.error && p.sentinel) {
             p.sentinel->abortWaitRecv();
-            try {
-                p.sentinel->waitRecv(nullptr, std::chrono::hours(1)); // returns at once: aborted
-            } catch (...) {
-                p.error = std::current_exception();
-            }
+            p.error = clear_abort(*p.sentinel, false);
         }
         return p.error != nullptr;
     }
@@ -189,17 +188,21 @@ private:
         return {aborted_, aborted_ && !released_.load() ? peers_[std::size_t(peer_)].error : nullptr};
     }
 
-    // The abort came after the wait had taken its completion and is still set on b; left
-    // set, it would end b's next wait. A wait returns at once while it is set, clearing it.
-    static void take_back_abort(gloo::transport::UnboundBuffer& b, bool send) noexcept
+    // Clears an abort set on b: a wait returns at once while one is set, and clears it; or
+    // throws the pair's error, which is returned. Used to probe a sentinel, and to take back
+    // an abort that came after the wait had taken its completion (left set, it would end b's
+    // next wait; if the pair failed meanwhile, b's next wait reports it).
+    static std::exception_ptr clear_abort(gloo::transport::UnboundBuffer& b, bool send) noexcept
     {
         try {
             if (send)
                 b.waitSend(nullptr, std::chrono::hours(1));
             else
                 b.waitRecv(nullptr, std::chrono::hours(1));
-        } catch (...) { // the pair failed meanwhile: b's next wait reports it
+        } catch (...) {
+            return std::current_exception();
         }
+        return nullptr;
     }
 
     char sentinel_byte_ = 0; // never written: nothing is sent to the sentinels
