@@ -4,12 +4,16 @@
 // through a file store in a scratch directory, each side on a Gloo context of its own, all
 // over loopback TCP. Sides
 // (gloo_sides.hpp), on the same buffer, Sum, fp32 then fp16, 4 KiB ... 256 MiB:
-//   gradsync_automatic, gradsync_doubling, gradsync_ring, gradsync_recursive_halving  a
+//   gradsync_tuned, gradsync_automatic, gradsync_doubling, gradsync_ring,
+//       gradsync_recursive_halving  a
 //       persistent reducer with the settings docs/gloo.md gives for Gloo: 1 MiB pipeline
 //       segments, a window of 64 and automatic{.small_bytes = 256 KiB}, over a communicator
 //       that sends messages of up to 64 KiB eagerly (GRADSYNC_BENCH_SEGMENT_KIB,
 //       GRADSYNC_BENCH_WINDOW, GRADSYNC_BENCH_SMALL_KIB and GRADSYNC_BENCH_EAGER_KIB change
 //       them);
+//   (gradsync_tuned tunes while it is made, untimed: its 120 tuning calls, on a buffer of
+//       its own, are a trainer's first; rank 0 says on stderr what it chose and what it
+//       measured; GRADSYNC_BENCH_TUNED_ROUNDS changes tuned::rounds);
 //   gradsync_defaults  automatic with the library's default reducer and communicator
 //       options;
 //   gradsync_sends_first  gradsync_automatic over a communicator that hides
@@ -23,7 +27,8 @@
 // Every side is built once per size and type and kept for that size's repetitions.
 // Before timing, every side's result on integer data is checked against the exact sum.
 // Rank 0 reports: medians of GRADSYNC_BENCH_REPS (15) interleaved repetitions of about 50 ms
-// each (at least 2 calls), and per size the best Gloo side against gradsync_automatic;
+// each (at least 2 calls), and per size the best Gloo side against gradsync_tuned and
+// gradsync_automatic;
 // --csv writes every median, --svg the bus bandwidth of every side against size.
 // With `bursts`, the comparison as a trainer sees it (as bench_allreduce_mpi's): fp32,
 // 4 KiB ... 16 MiB, 50 calls per repetition (7 repetitions by default), each timed alone
@@ -175,6 +180,8 @@ int main(int argc, char** argv)
         settings.options.pipeline.window = std::atoi(win);
     if (const char* small = std::getenv("GRADSYNC_BENCH_SMALL_KIB"))
         settings.automatic.small_bytes = std::size_t(std::atoi(small)) << 10;
+    if (const char* rounds = std::getenv("GRADSYNC_BENCH_TUNED_ROUNDS"))
+        settings.tuned.rounds = std::atoi(rounds);
     if (const char* sndbuf = std::getenv("GRADSYNC_BENCH_SNDBUF_KIB"))
         settings.send_buffer_bytes = std::size_t(std::atoi(sndbuf)) << 10;
     if (const char* eager = std::getenv("GRADSYNC_BENCH_EAGER_KIB"))
@@ -270,16 +277,20 @@ int main(int argc, char** argv)
             chart.x.push_back(double(b));
             chart.x_tick_labels.push_back(gradsync_bench::size_text(b));
         }
-        const char* palette[] = {"#d62728", "#ff7f0e", "#bcbd22", "#1f77b4", "#17becf", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f", "#e377c2", "#000000", "#aec7e8"};
+        const char* palette[] = {"#d62728", "#ff7f0e", "#bcbd22", "#1f77b4", "#17becf", "#2ca02c", "#9467bd",
+                                 "#8c564b", "#7f7f7f", "#e377c2", "#000000", "#aec7e8", "#98df8a"};
         for (bool half : types) {
             const std::string type = half ? "fp16" : "fp32";
             std::vector<std::string> names;
             for (const side& s : sides)
                 names.push_back(s.name + "_" + type);
             std::printf("\n%d ranks, %s Sum%s", ranks_, type.c_str(), bursts ? ", each call after a burst of other work" : "");
-            table.print(names, "gradsync_automatic_" + type, sizes, bus);
-            std::printf("\n%s: best Gloo side against gradsync_automatic (ratio > 1: gradsync is faster)\n", type.c_str());
-            std::printf("%-9s %-24s %12s %12s %8s\n", "size", "best Gloo side", "gloo_us", "gradsync_us", "ratio");
+            table.print(names, "gradsync_tuned_" + type, sizes, bus);
+            std::printf("\n%s: best Gloo side against gradsync_tuned and gradsync_automatic (ratio > 1: gradsync is "
+                        "faster)\n",
+                        type.c_str());
+            std::printf("%-9s %-24s %12s %12s %8s %12s %8s\n", "size", "best Gloo side", "gloo_us", "tuned_us", "ratio",
+                        "automatic_us", "ratio");
             for (std::size_t b : sizes) {
                 std::string best;
                 double best_t = 0;
@@ -289,11 +300,13 @@ int main(int argc, char** argv)
                         if (t > 0 && (best.empty() || t < best_t))
                             best = s.name, best_t = t;
                     }
-                const double g = table.median("gradsync_automatic_" + type, b);
-                if (best.empty() || g <= 0)
+                const double tuned = table.median("gradsync_tuned_" + type, b);
+                const double automatic = table.median("gradsync_automatic_" + type, b);
+                if (best.empty() || tuned <= 0 || automatic <= 0)
                     continue;
-                std::printf("%-9s %-24s %12.2f %12.2f %8.3f\n", gradsync_bench::size_text(b).c_str(), best.c_str(),
-                            best_t * 1e6, g * 1e6, g > 0 ? best_t / g : 0.0);
+                std::printf("%-9s %-24s %12.2f %12.2f %8.3f %12.2f %8.3f\n", gradsync_bench::size_text(b).c_str(),
+                            best.c_str(), best_t * 1e6, tuned * 1e6, best_t / tuned, automatic * 1e6,
+                            best_t / automatic);
             }
             for (std::size_t k = 0; k < sides.size(); ++k) {
                 gradsync_examples::chart_series series{.name = sides[k].name + " " + type, .colour = palette[k % std::size(palette)],

@@ -15,6 +15,8 @@
 #include <gradsync/gradsync.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -70,25 +72,50 @@ struct side {
 struct gloo_settings {
     gradsync::reducer_options options{.pipeline = {.segment_bytes = std::size_t(1) << 20, .window = 64}};
     gradsync::automatic automatic{.small_bytes = std::size_t(256) << 10};
+    gradsync::tuned tuned{};
     std::size_t send_buffer_bytes = std::size_t(512) << 10;
     // gradsync_defaults' communicator keeps the library's gloo_options.
     gradsync::gloo_options communicator{.eager_bytes = std::size_t(64) << 10};
 };
 
-// A persistent gradsync reducer over the communicator that comm_of() returns.
+inline const char* algorithm_name(std::uint32_t code)
+{
+    switch (code) {
+    case gradsync::recursive_doubling::code: return gradsync::recursive_doubling::name;
+    case gradsync::recursive_halving::code: return gradsync::recursive_halving::name;
+    default: return gradsync::ring::name;
+    }
+}
+
+// A persistent gradsync reducer over the communicator that comm_of() returns. A tuned
+// reducer tunes while the side is made, untimed, as in a trainer's first calls, on a
+// buffer of its own; rank 0 says on stderr what it chose.
 template <class Algorithm, class CommOf>
 side_fn gradsync_side(gloo_world& w, CommOf comm_of, Algorithm algorithm, gradsync::reducer_options options)
 {
     using comm_type = std::remove_reference_t<decltype(comm_of())>;
     return [&w, comm_of, algorithm, options](std::size_t count, bool half) -> std::function<void()> {
-        if (half) {
-            auto r = std::make_shared<gradsync::reducer<gradsync::half, comm_type, gradsync::sum, Algorithm>>(
-                comm_of(), count, algorithm, options);
-            return [r, &w, count] { (*r)(std::span<gradsync::half>(w.data<gradsync::half>(), count)); };
-        }
-        auto r = std::make_shared<gradsync::reducer<float, comm_type, gradsync::sum, Algorithm>>(comm_of(), count,
+        const auto make = [&]<class T>(std::type_identity<T>) -> std::function<void()> {
+            auto r = std::make_shared<gradsync::reducer<T, comm_type, gradsync::sum, Algorithm>>(comm_of(), count,
                                                                                                 algorithm, options);
-        return [r, &w, count] { (*r)(std::span<float>(w.data<float>(), count)); };
+            std::function<void()> call = [r, &w, count] { (*r)(std::span<T>(w.data<T>(), count)); };
+            if constexpr (std::is_same_v<Algorithm, gradsync::tuned>) {
+                std::vector<T> scratch(count); // not the side's buffer, whose first sum main() checks
+                for (std::size_t i = 0; i < r->plan().tuning_calls(); ++i)
+                    (*r)(std::span<T>(scratch));
+                const gradsync::tuned_candidate c = *r->plan().chosen();
+                if (comm_of().rank() == 0) {
+                    std::fprintf(stderr, "tuned, %zu bytes of %s: %s, %s first; medians summed over ranks, us:",
+                                 count * sizeof(T), gradsync::element_traits<T>::name, algorithm_name(c.algorithm),
+                                 c.order == gradsync::posting_order::receives_first ? "receives" : "sends");
+                    for (double t : r->plan().measured())
+                        std::fprintf(stderr, " %.0f", t * 1e6);
+                    std::fprintf(stderr, "\n");
+                }
+            }
+            return call;
+        };
+        return half ? make(std::type_identity<gradsync::half>{}) : make(std::type_identity<float>{});
     };
 }
 
@@ -127,7 +154,7 @@ inline side_fn collective_side(gloo_world& w, const std::string& name, gloo::All
     };
 }
 
-// Every side, gradsync_automatic first (the one the Gloo sides are measured against).
+// Every side, gradsync_tuned first (the one the Gloo sides are measured against).
 inline std::vector<side> all_sides(gloo_world& w, const gloo_settings& s)
 {
     using A = gloo::AllreduceOptions::Algorithm;
@@ -138,7 +165,8 @@ inline std::vector<side> all_sides(gloo_world& w, const gloo_settings& s)
         wrapper->inner = w.comms.at("gradsync_sends_first").get();
         return *wrapper;
     };
-    return {{"gradsync_automatic", gradsync_side(w, comm("gradsync_automatic"), s.automatic, s.options), false},
+    return {{"gradsync_tuned", gradsync_side(w, comm("gradsync_tuned"), s.tuned, s.options), false},
+            {"gradsync_automatic", gradsync_side(w, comm("gradsync_automatic"), s.automatic, s.options), false},
             {"gradsync_defaults", gradsync_side(w, comm("gradsync_defaults"), gradsync::automatic{}, {}), false},
             {"gradsync_sends_first", gradsync_side(w, hidden, s.automatic, s.options), false},
             {"gradsync_doubling", gradsync_side(w, comm("gradsync_doubling"), gradsync::recursive_doubling{}, s.options),

@@ -1,7 +1,7 @@
 // The posting order of exchange.hpp's building blocks: sends before receives by default,
 // receives before sends where the communicator says its sends wait for the receiver's
-// announcement (receives_first, carried into the plan's cut by cut_for), and requests
-// waited in the order they were posted. A communicator that only records what it is asked
+// announcement (receives_first, carried into the plan's cut by cut_for), either order where
+// the pipeline options ask for it, and requests waited in the order they were posted. A communicator that only records what it is asked
 // to do stands in for a transport; the expected order is written out here from the rule,
 // message by message.
 #include <catch2/catch.hpp>
@@ -61,27 +61,37 @@ static_assert(gradsync::communicator<recording_communicator<true>>);
 // Blocks of 16 and 20 elements cut into pieces of at most 8 (the eager limit, no
 // segmenting).
 template <bool Early>
-std::vector<std::string> exchange_log()
+std::vector<std::string> exchange_log(gradsync::posting_order order = gradsync::posting_order::transport)
 {
     recording_communicator<Early> comm;
     std::vector<float> out(16), in(20);
     std::vector<typename recording_communicator<Early>::request> reqs(8);
     gradsync::exchange<float>(comm, 5, 1, std::span<const float>(out), 1, std::span<float>(in),
-                              gradsync::cut_for(comm), reqs);
+                              gradsync::cut_for(comm, {.order = order}), reqs);
     return comm.log;
 }
+
+const std::vector<std::string> sends_then_receives{"send 32", "send 32", "recv 28", "recv 28", "recv 24",
+                                                   "wait 0",  "wait 1",  "wait 2",  "wait 3",  "wait 4"};
+const std::vector<std::string> receives_then_sends{"recv 28", "recv 28", "recv 24", "send 32", "send 32",
+                                                   "wait 0",  "wait 1",  "wait 2",  "wait 3",  "wait 4"};
 
 } // namespace
 
 TEST_CASE("exchange posts its sends first unless the communicator asks for receives first", "[exchange]")
 {
     // The message cut gives 16 elements as two pieces of 8, and 20 as three of 7, 7 and 6.
-    CHECK(exchange_log<false>() ==
-          std::vector<std::string>{"send 32", "send 32", "recv 28", "recv 28", "recv 24", "wait 0", "wait 1", "wait 2",
-                                   "wait 3", "wait 4"});
-    CHECK(exchange_log<true>() ==
-          std::vector<std::string>{"recv 28", "recv 28", "recv 24", "send 32", "send 32", "wait 0", "wait 1", "wait 2",
-                                   "wait 3", "wait 4"});
+    CHECK(exchange_log<false>() == sends_then_receives);
+    CHECK(exchange_log<true>() == receives_then_sends);
+}
+
+TEST_CASE("the pipeline options' posting order overrides the communicator's", "[exchange]")
+{
+    using gradsync::posting_order;
+    CHECK(exchange_log<false>(posting_order::receives_first) == receives_then_sends);
+    CHECK(exchange_log<true>(posting_order::sends_first) == sends_then_receives);
+    CHECK(exchange_log<false>(posting_order::sends_first) == sends_then_receives);
+    CHECK(exchange_log<true>(posting_order::receives_first) == receives_then_sends);
 }
 
 TEST_CASE("exchange_segments posts its first window of receives before the sends where asked", "[exchange]")
@@ -93,7 +103,7 @@ TEST_CASE("exchange_segments posts its first window of receives before the sends
         std::vector<typename decltype(comm)::request> reqs(3);
         std::vector<std::size_t> landed;
         gradsync::exchange_segments<float>(comm, 5, 1, std::span<const float>(out), 1, 10, std::span<float>(ring), 2,
-                                           gradsync::cut_for(comm, 8), reqs,
+                                           gradsync::cut_for(comm, {.segment_bytes = 8}, true), reqs,
                                            [&](std::size_t begin, std::span<float>) { landed.push_back(begin); });
         CHECK(landed == std::vector<std::size_t>{0, 2, 4, 6, 8});
         return comm.log;

@@ -14,6 +14,7 @@
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
 #include <gradsync/algorithm/schedule.hpp>
+#include <gradsync/algorithm/tuned.hpp>
 #include <gradsync/allreduce.hpp>
 #include <gradsync/comm/local.hpp>
 #include <gradsync/communicator.hpp>

@@ -1,5 +1,5 @@
 // The table: which plan runs an algorithm for a policy in a memory. The reducers, the
-// synchronizer (through reducer) and automatic (for its three candidates) all choose plans
+// synchronizer (through reducer), automatic and tuned (for their candidates) all choose plans
 // here, by plan_of<T, Comm, Algorithm, Policy, Memory> (plan.hpp); has_plan says whether
 // there is one. Each algorithm has one row, a plan_row<Algorithm> specialisation whose
 // select() names the plan per (policy, memory):
@@ -10,6 +10,7 @@
 //   recursive_doubling  recursive_doubling_plan           adasum_recursive_doubling_plan
 //   hierarchical        hierarchical_plan                 hierarchical_plan
 //   automatic           automatic_plan wherever its three candidates have plans
+//   tuned               tuned_plan (host memory only)     none (algorithm/tuned.hpp says why)
 //   nccl_passthrough    (device/nccl_passthrough.hpp: NCCL's memory only)
 //
 // Every plan takes the memory as its last parameter (algorithm/memory.hpp): host memory or
@@ -33,6 +34,7 @@
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
+#include <gradsync/algorithm/tuned.hpp>
 #include <gradsync/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/types.hpp>
@@ -92,6 +94,19 @@ struct plan_row<automatic> {
         if constexpr (has_plan<T, C, recursive_doubling, Policy, Memory> &&
                       has_plan<T, C, recursive_halving, Policy, Memory> && has_plan<T, C, ring, Policy, Memory>)
             return std::type_identity<automatic_plan<T, C, Policy, Memory>>{};
+        else
+            return std::type_identity<no_plan>{};
+    }
+};
+
+template <>
+struct plan_row<tuned> {
+    static constexpr bool exists = true;
+    template <element T, class C, class Policy, class Memory>
+    static auto select()
+    {
+        if constexpr (std::is_same_v<Memory, host_memory> && Memory::template combines<Policy>)
+            return std::type_identity<tuned_plan<T, C, Policy>>{};
         else
             return std::type_identity<no_plan>{};
     }

@@ -37,8 +37,8 @@ class adasum_recursive_doubling_plan
     : public plan_types<recursive_doubling, C, typename Memory::template span<T>> {
 public:
     adasum_recursive_doubling_plan(const C& comm, const layer_layout& layout,
-                                   const plan_options<recursive_doubling>&)
-        : rank_(comm.rank()), fold_(comm.size()), layout_(layout), cut_(cut_for(comm)),
+                                   const plan_options<recursive_doubling>& options)
+        : rank_(comm.rank()), fold_(comm.size()), layout_(layout), cut_(cut_for(comm, options.pipeline)),
           triples_(layout.layers(), widest(layout)), scratch_(layout.total()),
           requests_(2 * cut_.messages<T>(layout.total()))
     {

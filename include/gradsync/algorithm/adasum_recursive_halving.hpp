@@ -59,8 +59,8 @@ public:
     adasum_halving(const C& comm, const layer_layout& layout, const plan_options<recursive_halving>& options,
                    block range)
         : rank_(comm.rank()), layout_(layout),
-          range_{range.begin, std::min(range.end, layout.total())}, fold_(comm.size()), plain_(cut_for(comm)),
-          piped_(cut_for(comm, options.pipeline.segment_bytes)),
+          range_{range.begin, std::min(range.end, layout.total())}, fold_(comm.size()),
+          plain_(cut_for(comm, options.pipeline)), piped_(cut_for(comm, options.pipeline, true)),
           window_(Memory::synchronous ? std::size_t(std::max(options.pipeline.window, 1)) : ~std::size_t(0))
     {
         const std::size_t count = range_.size();

@@ -49,7 +49,7 @@ template <element T, communicator C, class Memory = host_memory>
 class adasum_ring_plan : public plan_types<ring, C, typename Memory::template span<T>> {
 public:
     adasum_ring_plan(const C& comm, const layer_layout& layout, const plan_options<ring>& options)
-        : rank_(comm.rank()), size_(comm.size()), layout_(layout), cut_(cut_for(comm)),
+        : rank_(comm.rank()), size_(comm.size()), layout_(layout), cut_(cut_for(comm, options.pipeline)),
           mine_(block_at(rank_)), triples_(layout.layers(), widest_part()),
           triple_sum_(comm, layer_layout(3 * layout.layers(), {}), options_for<recursive_doubling>(options)),
           scratch_(std::size_t(size_ - 1) * mine_.size()),

@@ -8,8 +8,8 @@
 //    rendezvous costs several eager sends on shared memory;
 //  - with segmenting on, a block of more than two segments is cut into segments;
 //  - anything else goes whole (one handshake; a single-copy transport copies into place).
-// The cut also carries the transport's posting order (post_in_order), settled with the plan
-// by cut_for().
+// The cut also carries the posting order (post_in_order): the transport's, or the one the
+// pipeline options ask for, settled with the plan by cut_for().
 // exchange_combine segments (the plan's scratch holds `window` segments): it keeps that
 // many receives in flight and combines each segment as soon as it lands, so the combine of
 // one segment overlaps the transfer of the next and the data is combined while still in
@@ -35,15 +35,21 @@
 
 namespace gradsync {
 
+// Which an exchange posts first. transport: receives where the communicator's
+// receives_first() says so, else sends. The order is local (it changes no message), so
+// ranks need not agree on it.
+enum class posting_order { transport, sends_first, receives_first };
+
 struct pipeline_options {
     std::size_t segment_bytes = std::size_t(256) << 10; // must be positive
     int window = 2;                                      // must be positive
+    posting_order order = posting_order::transport;
 };
 
 struct message_cut {
     std::size_t eager = std::numeric_limits<std::size_t>::max();
     std::size_t segment_bytes = 0; // 0: no segmenting
-    bool receives_first = false;   // communicator.hpp's receives_first()
+    bool receives_first = false;   // posting order: receives before sends
 
     // Elements per message for a block of n elements.
     template <class T>
@@ -69,12 +75,14 @@ struct message_cut {
     }
 };
 
-// The cut for comm's transport: its eager limit and posting order, segments of
-// segment_bytes (0: none).
+// The cut for comm's transport: its eager limit, the posting order p asks for, and
+// segments of p.segment_bytes where `segmented` (else none).
 template <communicator C>
-message_cut cut_for(const C& comm, std::size_t segment_bytes = 0)
+message_cut cut_for(const C& comm, const pipeline_options& p, bool segmented = false)
 {
-    return {eager_limit(comm), segment_bytes, receives_first(comm)};
+    const bool receives = p.order == posting_order::transport ? receives_first(comm)
+                                                               : p.order == posting_order::receives_first;
+    return {eager_limit(comm), segmented ? p.segment_bytes : 0, receives};
 }
 
 // Calls sends() then receives(), or the other way round where cut.receives_first: sends go

@@ -36,9 +36,9 @@ struct recursive_doubling {
 template <element T, communicator C, class Policy, class Memory = host_memory>
 class recursive_doubling_plan : public plan_types<recursive_doubling, C, typename Memory::template span<T>> {
 public:
-    recursive_doubling_plan(const C& comm, const layer_layout& layout, const plan_options<recursive_doubling>&)
+    recursive_doubling_plan(const C& comm, const layer_layout& layout, const plan_options<recursive_doubling>& options)
         : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), fold_(size_),
-          cut_(cut_for(comm)), scratch_(count_), requests_(2 * cut_.messages<T>(count_))
+          cut_(cut_for(comm, options.pipeline)), scratch_(count_), requests_(2 * cut_.messages<T>(count_))
     {
         const int v = fold_.virtual_rank(rank_);
         for (int mask = 1; v >= 0 && mask < fold_.pof2; mask <<= 1)

@@ -39,7 +39,7 @@ class recursive_halving_plan : public plan_types<recursive_halving, C, typename 
 public:
     recursive_halving_plan(const C& comm, const layer_layout& layout, const plan_options<recursive_halving>& options)
         : rank_(comm.rank()), size_(comm.size()), count_(layout.total()), fold_(size_),
-          plain_(cut_for(comm)), piped_(cut_for(comm, options.pipeline.segment_bytes)),
+          plain_(cut_for(comm, options.pipeline)), piped_(cut_for(comm, options.pipeline, true)),
           steps_(fold_.sits_out(rank_) ? std::vector<halving_step>()
                                        : halving_schedule(fold_, fold_.virtual_rank(rank_), count_)),
           scratch_(scratch_elems<T, Memory>(largest_combined(), options.pipeline))

@@ -37,7 +37,7 @@ class ring_plan : public plan_types<ring, C, typename Memory::template span<T>> 
 public:
     ring_plan(const C& comm, const layer_layout& layout, const plan_options<ring>& options)
         : rank_(comm.rank()), size_(comm.size()), count_(layout.total()),
-          plain_(cut_for(comm)), piped_(cut_for(comm, options.pipeline.segment_bytes)),
+          plain_(cut_for(comm, options.pipeline)), piped_(cut_for(comm, options.pipeline, true)),
           scratch_(scratch_elems<T, Memory>(largest(), options.pipeline))
     {
         requests_.resize(2 * std::max(piped_.messages<T>(largest()), plain_.messages<T>(largest())));

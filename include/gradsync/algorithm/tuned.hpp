@@ -1,0 +1,177 @@
+// tuned: measures six candidates over a reducer's first calls and keeps the fastest for
+// every later call. The candidates are automatic's three algorithms, recursive_doubling,
+// recursive_halving and ring, each with its sends posted first and with its receives
+// posted first (pipeline_options::order; tuned ignores the order it is given). Which one
+// wins changes with the machine, the transport and even the hour (docs/results.md), so a
+// rule fixed in advance, as automatic's, can be beaten by one of its own candidates.
+//
+// Cost: the chosen candidate's (see its header), every call after the first 6*rounds.
+// Those run the candidates in turn, each `rounds` times, in rounds whose order alternates
+// forwards and backwards, so that no candidate always runs after the same one. Each rank
+// times its calls; the median of each candidate's calls, less its first (which touches its
+// scratch first), is summed over the ranks by a recursive-doubling allreduce of six doubles
+// on the call's tag, after call 6*rounds. Every rank gets the same sums (the same bits) and
+// keeps the same candidate: the one with the least time, the first of equals. The other
+// five plans are freed then.
+//
+// Preconditions: rounds >= 2 (the reducer throws a usage_error otherwise, on every rank).
+// Sum or Average in host memory, the only row plan_table.hpp gives it: Adasum's three
+// algorithms combine in different trees, so their results differ by more than rounding.
+// Recursive doubling and halving round alike, the ring in another order
+// (docs/semantics.md), so a call may round differently during tuning, and runs that keep
+// different candidates round differently. Until it has chosen, it holds every candidate's
+// scratch (recursive doubling's two hold the whole vector each).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <gradsync/algorithm/recursive_doubling.hpp>
+#include <gradsync/algorithm/recursive_halving.hpp>
+#include <gradsync/algorithm/ring.hpp>
+#include <gradsync/error.hpp>
+#include <gradsync/plan.hpp>
+#include <gradsync/policy/sum.hpp>
+
+namespace gradsync {
+
+struct tuned {
+    static constexpr std::uint32_t code = 5;
+    static constexpr const char* name = "tuned";
+    int rounds = 20; // calls per candidate while tuning; at least 2
+
+    std::uint64_t parameter() const noexcept { return std::uint64_t(std::int64_t(rounds)); }
+};
+
+// A candidate of tuned: an algorithm's code and the posting order it ran with.
+struct tuned_candidate {
+    std::uint32_t algorithm;
+    posting_order order;
+};
+
+// The candidates' plans come from the table, which must be complete where this plan is
+// instantiated (plan_table.hpp includes this header and is included by the reducers).
+template <element T, communicator C, class Policy>
+class tuned_plan : public plan_types<tuned, C, std::span<T>> {
+    using candidate_plan = std::variant<plan_of<T, C, recursive_doubling, Policy>,
+                                        plan_of<T, C, recursive_halving, Policy>, plan_of<T, C, ring, Policy>>;
+
+public:
+    static constexpr std::size_t candidates = 6;
+
+    // Candidate k: algorithm k / 2, receives first where k is odd.
+    static constexpr tuned_candidate candidate(std::size_t k) noexcept
+    {
+        constexpr std::uint32_t codes[] = {recursive_doubling::code, recursive_halving::code, ring::code};
+        return {codes[k / 2], k % 2 ? posting_order::receives_first : posting_order::sends_first};
+    }
+
+    tuned_plan(const C& comm, const layer_layout& layout, const plan_options<tuned>& options)
+        : count_(layout.total()), rounds_(checked_rounds(options.algorithm.rounds)),
+          times_(candidates * rounds_),
+          sums_(comm, layer_layout(candidates, {}), options_for<recursive_doubling>(options))
+    {
+        for (std::size_t k = 0; k < candidates; ++k) {
+            pipeline_options pipeline = options.pipeline;
+            pipeline.order = candidate(k).order;
+            switch (k / 2) {
+            case 0:
+                plans_[k].emplace(std::in_place_index<0>, comm, layout,
+                                  plan_options<recursive_doubling>{{}, pipeline});
+                break;
+            case 1:
+                plans_[k].emplace(std::in_place_index<1>, comm, layout, plan_options<recursive_halving>{{}, pipeline});
+                break;
+            default:
+                plans_[k].emplace(std::in_place_index<2>, comm, layout, plan_options<ring>{{}, pipeline});
+            }
+        }
+    }
+
+    std::size_t count() const noexcept { return count_; }
+    std::size_t scratch_bytes() const noexcept
+    {
+        std::size_t bytes = sums_.scratch_bytes();
+        for (const auto& p : plans_)
+            if (p)
+                bytes += std::visit([](const auto& q) { return q.scratch_bytes(); }, *p);
+        return bytes;
+    }
+
+    // The candidate kept, once tuning has ended.
+    std::optional<tuned_candidate> chosen() const noexcept
+    {
+        if (chosen_ == candidates)
+            return std::nullopt;
+        return candidate(chosen_);
+    }
+    // Each candidate's median call time in seconds, summed over the ranks (zero until
+    // tuning has ended).
+    std::span<const double> measured() const noexcept { return measured_; }
+    // The calls tuning takes.
+    std::size_t tuning_calls() const noexcept { return candidates * rounds_; }
+
+    void run(C& comm, std::span<T> data, int tag)
+    {
+        if (chosen_ < candidates) {
+            run_candidate(chosen_, comm, data, tag);
+            return;
+        }
+        const std::size_t round = calls_ / candidates, turn = calls_ % candidates;
+        const std::size_t k = round % 2 ? candidates - 1 - turn : turn;
+        const auto start = std::chrono::steady_clock::now();
+        run_candidate(k, comm, data, tag);
+        times_[k * rounds_ + round] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (++calls_ == tuning_calls())
+            choose(comm, tag);
+    }
+
+private:
+    static std::size_t checked_rounds(int rounds)
+    {
+        if (rounds < 2)
+            throw usage_error("gradsync::tuned: rounds is " + std::to_string(rounds) +
+                              "; it must be at least 2 (a candidate's first call is not counted)");
+        return std::size_t(rounds);
+    }
+
+    void run_candidate(std::size_t k, C& comm, std::span<T> data, int tag)
+    {
+        std::visit([&](auto& p) { p.run(comm, data, tag); }, *plans_[k]);
+    }
+
+    // The call's own messages are all matched before run() returns on both sides of every
+    // pair, and messages of one pair and tag match in posting order, so the sums can share
+    // the call's tag.
+    void choose(C& comm, int tag)
+    {
+        for (std::size_t k = 0; k < candidates; ++k) {
+            const auto first = times_.begin() + std::ptrdiff_t(k * rounds_ + 1), last = first + std::ptrdiff_t(rounds_ - 1);
+            const auto middle = first + std::ptrdiff_t((rounds_ - 1) / 2);
+            std::nth_element(first, middle, last);
+            measured_[k] = *middle;
+        }
+        sums_.run(comm, std::span<double>(measured_), tag);
+        chosen_ = std::size_t(std::min_element(measured_.begin(), measured_.end()) - measured_.begin());
+        for (std::size_t k = 0; k < candidates; ++k)
+            if (k != chosen_)
+                plans_[k].reset();
+    }
+
+    std::size_t count_, rounds_;
+    std::vector<double> times_; // [candidate][round], seconds
+    std::array<double, candidates> measured_{};
+    plan_of<double, C, recursive_doubling, sum> sums_;
+    std::array<std::optional<candidate_plan>, candidates> plans_;
+    std::size_t calls_ = 0, chosen_ = candidates;
+};
+
+} // namespace gradsync

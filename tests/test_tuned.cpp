@@ -1,0 +1,155 @@
+// tuned over local_group: every call, while tuning and after, gives the exact result of
+// integer-valued data on every rank with the same bits; tuning ends after 6 * rounds calls
+// with the same candidate on every rank; on an emulated link that charges per message the
+// candidate with the fewest messages (recursive doubling) is kept, and the times it measured
+// are at least the link's charge; a wrong rounds is an error on every rank. Rank code only
+// records; CHECKs run on the main thread.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <gradsync/gradsync.hpp>
+
+#include "outcome.hpp"
+#include "reference.hpp"
+
+namespace {
+
+using gradsync::local_communicator;
+using gradsync::local_group;
+using gradsync::tuned;
+using gradsync_test::run_ranks;
+
+static_assert(gradsync::has_plan<float, local_communicator, tuned, gradsync::sum>);
+static_assert(gradsync::has_plan<gradsync::half, local_communicator, tuned, gradsync::average>);
+static_assert(!gradsync::has_plan<float, local_communicator, tuned, gradsync::adasum>,
+              "Adasum's candidates do not give the same result as each other");
+
+// What one rank saw of one reducer: its results per call, and its choice after each call.
+template <class T>
+struct rank_record {
+    std::vector<std::vector<T>> results;
+    std::vector<std::optional<gradsync::tuned_candidate>> chosen;
+    std::vector<double> measured;
+};
+
+bool same(const std::optional<gradsync::tuned_candidate>& a, const std::optional<gradsync::tuned_candidate>& b)
+{
+    return a.has_value() == b.has_value() && (!a || (a->algorithm == b->algorithm && a->order == b->order));
+}
+
+template <class T, class Policy>
+void check_every_call(int n, std::size_t count, int rounds)
+{
+    const std::size_t tuning = 6 * std::size_t(rounds), calls = tuning + 3;
+    std::vector<rank_record<T>> seen(static_cast<std::size_t>(n));
+    local_group group(n);
+    const std::string escaped = run_ranks(group, [&](local_communicator& comm) {
+        auto& mine = seen[std::size_t(comm.rank())];
+        gradsync::reducer<T, local_communicator, Policy, tuned> reduce(comm, count, tuned{.rounds = rounds});
+        for (std::size_t c = 0; c < calls; ++c) {
+            std::vector<T> data = ref::int_data<T>(c, comm.rank(), count);
+            reduce(std::span<T>(data));
+            mine.results.push_back(std::move(data));
+            mine.chosen.push_back(reduce.plan().chosen());
+        }
+        const auto m = reduce.plan().measured();
+        mine.measured.assign(m.begin(), m.end());
+    });
+    INFO("N " << n << ", count " << count << ", " << ref::type_name<T>() << ", " << Policy::name << ", rounds "
+              << rounds);
+    REQUIRE(escaped == "");
+    for (std::size_t c = 0; c < calls; ++c) {
+        INFO("call " << c + 1);
+        std::vector<std::vector<T>> inputs;
+        for (int r = 0; r < n; ++r)
+            inputs.push_back(ref::int_data<T>(c, r, count));
+        CHECK(ref::first_difference(seen[0].results[c], ref::exact(inputs, Policy::name == std::string("average"))) ==
+              "");
+        for (int r = 1; r < n; ++r) {
+            INFO("rank " << r);
+            CHECK(ref::same_bits(seen[std::size_t(r)].results[c].data(), seen[0].results[c].data(), count * sizeof(T)));
+            CHECK(same(seen[std::size_t(r)].chosen[c], seen[0].chosen[c]));
+        }
+        CHECK(seen[0].chosen[c].has_value() == (c + 1 >= tuning));
+    }
+    for (int r = 1; r < n; ++r)
+        CHECK(ref::same_bits(seen[std::size_t(r)].measured.data(), seen[0].measured.data(), 6 * sizeof(double)));
+    const auto& m = seen[0].measured;
+    CHECK(std::all_of(m.begin(), m.end(), [](double t) { return t > 0; }));
+}
+
+} // namespace
+
+TEMPLATE_TEST_CASE("tuned: exact on every call, tuning or not, and every rank keeps the same candidate",
+                   "[tuned]", gradsync::half, float, double)
+{
+    for (int n : {1, 2, 3, 4, 5, 8})
+        for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1000),
+                                  std::size_t(65537)}) {
+            check_every_call<TestType, gradsync::sum>(n, count, 2);
+            check_every_call<TestType, gradsync::average>(n, count, 3);
+        }
+}
+
+TEST_CASE("tuned keeps the candidate with the fewest messages on a link that charges per message", "[tuned]")
+{
+    using delayed = gradsync::delay_communicator<local_communicator>;
+    const gradsync::emulated_link link{.alpha = 2e-3, .beta = 0};
+    for (int n : {2, 4}) {
+        // Messages per rank and call over the power-of-two N: recursive doubling log2 N,
+        // recursive halving 2 log2 N, ring 2 (N - 1).
+        const double log2n = n == 2 ? 1 : 2;
+        const double messages[] = {log2n, 2 * log2n, 2.0 * (n - 1)};
+        std::vector<std::optional<gradsync::tuned_candidate>> chosen(static_cast<std::size_t>(n));
+        std::vector<double> measured;
+        local_group group(n);
+        const std::string escaped = run_ranks(group, [&](local_communicator& inner) {
+            delayed comm(inner, link);
+            gradsync::reducer<float, delayed, gradsync::sum, tuned> reduce(comm, 1000, tuned{.rounds = 3});
+            std::vector<float> data(1000, 1.0f);
+            for (std::size_t c = 0; c < reduce.plan().tuning_calls(); ++c)
+                reduce(std::span<float>(data));
+            chosen[std::size_t(inner.rank())] = reduce.plan().chosen();
+            if (inner.rank() == 0) {
+                const auto m = reduce.plan().measured();
+                measured.assign(m.begin(), m.end());
+            }
+        });
+        INFO("N " << n);
+        REQUIRE(escaped == "");
+        for (const auto& c : chosen) {
+            REQUIRE(c.has_value());
+            CHECK(c->algorithm == gradsync::recursive_doubling::code);
+        }
+        // Lower bounds only: each rank's median call of candidate k takes at least its
+        // messages' charge, and the sums add N ranks.
+        for (std::size_t k = 0; k < 6; ++k) {
+            INFO("candidate " << k);
+            CHECK(measured[k] >= n * messages[k / 2] * link.alpha);
+        }
+    }
+}
+
+TEST_CASE("tuned refuses fewer than two rounds on every rank", "[tuned]")
+{
+    const int n = 3;
+    std::vector<gradsync_test::outcome> out(static_cast<std::size_t>(n));
+    local_group group(n);
+    const std::string escaped = run_ranks(group, [&](local_communicator& comm) {
+        gradsync_test::record(out[std::size_t(comm.rank())], false, [&] {
+            gradsync::reducer<float, local_communicator, gradsync::sum, tuned> reduce(comm, 10, tuned{.rounds = 1});
+        });
+    });
+    REQUIRE(escaped == "");
+    for (const auto& o : out) {
+        CHECK(o.k == gradsync_test::kind::usage);
+        CHECK_THAT(o.what, Catch::Matchers::Contains("rounds is 1"));
+    }
+}
