@@ -16,8 +16,8 @@
 //       measured; GRADSYNC_BENCH_TUNED_ROUNDS changes tuned::rounds);
 //   gradsync_defaults  automatic with the library's default reducer and communicator
 //       options;
-//   gradsync_sends_first  gradsync_automatic over a communicator that hides
-//       receives_first(), so its exchanges post their sends first as over MPI;
+//   gradsync_sends_first  gradsync_automatic with pipeline_options::order sends_first, so
+//       its exchanges post their sends first as over MPI;
 //   each over a gloo_communicator whose sockets have the 512 KiB send buffers docs/gloo.md
 //       gives for one host (GRADSYNC_BENCH_SNDBUF_KIB; 0: the kernel's autotuning, which
 //       Gloo's sides keep);

@@ -45,20 +45,6 @@ struct gloo_world {
     }
 };
 
-// A gloo_communicator without receives_first(): exchanges over it post their sends first,
-// as over MPI.
-struct sends_first_communicator {
-    using request = gradsync::gloo_communicator::request;
-    int rank() const { return inner->rank(); }
-    int size() const { return inner->size(); }
-    int tag_limit() const { return inner->tag_limit(); }
-    request isend(std::span<const std::byte> d, int peer, int tag) { return inner->isend(d, peer, tag); }
-    request irecv(std::span<std::byte> d, int peer, int tag) { return inner->irecv(d, peer, tag); }
-    void wait(request& r) { inner->wait(r); }
-
-    gradsync::gloo_communicator* inner = nullptr;
-};
-
 using side_fn = std::function<std::function<void()>(std::size_t count, bool half)>;
 
 struct side {
@@ -161,14 +147,12 @@ inline std::vector<side> all_sides(gloo_world& w, const gloo_settings& s)
     const auto comm = [&w](const char* name) {
         return [&w, name]() -> gradsync::gloo_communicator& { return *w.comms.at(name); };
     };
-    const auto hidden = [&w, wrapper = std::make_shared<sends_first_communicator>()]() -> sends_first_communicator& {
-        wrapper->inner = w.comms.at("gradsync_sends_first").get();
-        return *wrapper;
-    };
+    gradsync::reducer_options sends_first = s.options;
+    sends_first.pipeline.order = gradsync::posting_order::sends_first;
     return {{"gradsync_tuned", gradsync_side(w, comm("gradsync_tuned"), s.tuned, s.options), false},
             {"gradsync_automatic", gradsync_side(w, comm("gradsync_automatic"), s.automatic, s.options), false},
             {"gradsync_defaults", gradsync_side(w, comm("gradsync_defaults"), gradsync::automatic{}, {}), false},
-            {"gradsync_sends_first", gradsync_side(w, hidden, s.automatic, s.options), false},
+            {"gradsync_sends_first", gradsync_side(w, comm("gradsync_sends_first"), s.automatic, sends_first), false},
             {"gradsync_doubling", gradsync_side(w, comm("gradsync_doubling"), gradsync::recursive_doubling{}, s.options),
              false},
             {"gradsync_ring", gradsync_side(w, comm("gradsync_ring"), gradsync::ring{}, s.options), false},

@@ -45,17 +45,36 @@ struct automatic {
     }
 };
 
-// The three candidates' plans come from the table, which must be complete where this plan
-// is instantiated (plan_table.hpp includes this header and is included by the reducers).
+// The three candidates' plans come from the table, which must be complete where these are
+// instantiated (plan_table.hpp includes this header and is included by the reducers).
+template <element T, communicator C, class Policy, class Memory = host_memory>
+using candidate_plan = std::variant<plan_of<T, C, recursive_doubling, Policy, Memory>,
+                                    plan_of<T, C, recursive_halving, Policy, Memory>,
+                                    plan_of<T, C, ring, Policy, Memory>>;
+
+// The plan of the candidate with that code (any other code: ring), with those pipeline
+// options: what automatic and tuned both build.
+template <element T, communicator C, class Policy, class Memory = host_memory>
+candidate_plan<T, C, Policy, Memory> make_candidate(const C& comm, const layer_layout& layout, std::uint32_t code,
+                                                    const pipeline_options& pipeline)
+{
+    using variant = candidate_plan<T, C, Policy, Memory>;
+    switch (code) {
+    case recursive_doubling::code:
+        return variant(std::in_place_index<0>, comm, layout, plan_options<recursive_doubling>{{}, pipeline});
+    case recursive_halving::code:
+        return variant(std::in_place_index<1>, comm, layout, plan_options<recursive_halving>{{}, pipeline});
+    default:
+        return variant(std::in_place_index<2>, comm, layout, plan_options<ring>{{}, pipeline});
+    }
+}
+
 template <element T, communicator C, class Policy, class Memory = host_memory>
 class automatic_plan : public plan_types<automatic, C, typename Memory::template span<T>> {
-    using variant = std::variant<plan_of<T, C, recursive_doubling, Policy, Memory>,
-                                 plan_of<T, C, recursive_halving, Policy, Memory>, plan_of<T, C, ring, Policy, Memory>>;
-
 public:
     automatic_plan(const C& comm, const layer_layout& layout, const plan_options<automatic>& options)
         : chosen_(options.algorithm.choose(layout.total() * sizeof(T), layout.total(), comm.size())),
-          plan_(make(comm, layout, chosen_, options))
+          plan_(make_candidate<T, C, Policy, Memory>(comm, layout, chosen_, options.pipeline))
     {
     }
 
@@ -77,21 +96,8 @@ public:
     }
 
 private:
-    static variant make(const C& comm, const layer_layout& layout, std::uint32_t chosen,
-                        const plan_options<automatic>& options)
-    {
-        switch (chosen) {
-        case recursive_doubling::code:
-            return variant(std::in_place_index<0>, comm, layout, options_for<recursive_doubling>(options));
-        case recursive_halving::code:
-            return variant(std::in_place_index<1>, comm, layout, options_for<recursive_halving>(options));
-        default:
-            return variant(std::in_place_index<2>, comm, layout, options_for<ring>(options));
-        }
-    }
-
     std::uint32_t chosen_;
-    variant plan_;
+    candidate_plan<T, C, Policy, Memory> plan_;
 };
 
 } // namespace gradsync

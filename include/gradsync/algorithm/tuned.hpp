@@ -34,6 +34,7 @@
 #include <variant>
 #include <vector>
 
+#include <gradsync/algorithm/automatic.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
@@ -57,13 +58,9 @@ struct tuned_candidate {
     posting_order order;
 };
 
-// The candidates' plans come from the table, which must be complete where this plan is
-// instantiated (plan_table.hpp includes this header and is included by the reducers).
+// The candidates are automatic's (make_candidate, automatic.hpp).
 template <element T, communicator C, class Policy>
 class tuned_plan : public plan_types<tuned, C, std::span<T>> {
-    using candidate_plan = std::variant<plan_of<T, C, recursive_doubling, Policy>,
-                                        plan_of<T, C, recursive_halving, Policy>, plan_of<T, C, ring, Policy>>;
-
 public:
     static constexpr std::size_t candidates = 6;
 
@@ -82,17 +79,7 @@ public:
         for (std::size_t k = 0; k < candidates; ++k) {
             pipeline_options pipeline = options.pipeline;
             pipeline.order = candidate(k).order;
-            switch (k / 2) {
-            case 0:
-                plans_[k].emplace(std::in_place_index<0>, comm, layout,
-                                  plan_options<recursive_doubling>{{}, pipeline});
-                break;
-            case 1:
-                plans_[k].emplace(std::in_place_index<1>, comm, layout, plan_options<recursive_halving>{{}, pipeline});
-                break;
-            default:
-                plans_[k].emplace(std::in_place_index<2>, comm, layout, plan_options<ring>{{}, pipeline});
-            }
+            plans_[k].emplace(make_candidate<T, C, Policy>(comm, layout, candidate(k).algorithm, pipeline));
         }
     }
 
@@ -148,9 +135,8 @@ private:
         std::visit([&](auto& p) { p.run(comm, data, tag); }, *plans_[k]);
     }
 
-    // The call's own messages are all matched before run() returns on both sides of every
-    // pair, and messages of one pair and tag match in posting order, so the sums can share
-    // the call's tag.
+    // Every message of the call's plan was posted before the sums', and messages of one
+    // pair and tag match in posting order, so the sums can share the call's tag.
     void choose(C& comm, int tag)
     {
         for (std::size_t k = 0; k < candidates; ++k) {
@@ -170,7 +156,7 @@ private:
     std::vector<double> times_; // [candidate][round], seconds
     std::array<double, candidates> measured_{};
     plan_of<double, C, recursive_doubling, sum> sums_;
-    std::array<std::optional<candidate_plan>, candidates> plans_;
+    std::array<std::optional<candidate_plan<T, C, Policy>>, candidates> plans_;
     std::size_t calls_ = 0, chosen_ = candidates;
 };
 
