@@ -19,14 +19,9 @@
 // pending operation each; a reducer, whose buffers do not move, creates none after its first
 // call. The pool holds at most gloo_options::pool_limit buffers: above it the idle ones go.
 //
-// Eager messages (gloo_options::eager_bytes, off by default): a message of at most
-// eager_bytes goes through a mailbox per peer (gloo_mailbox.hpp) whose receives are posted
-// ahead, so it leaves at once instead of waiting for its receiver's announcement. It costs
-// 2 * eager_depth * (16 + eager_bytes) bytes per peer, and it makes the destructor
-// collective: every rank destroys its communicators in the same order, and each waits, at
-// most the deadline, for its peers to fill the receives it posted ahead. A rank whose
-// communicator failed or was released closes those pairs instead. Every rank must give the
-// same eager_bytes, as a message's size decides its route.
+// Eager messages (gloo_options::eager_bytes, off by default; gloo_eager.hpp): a message of at
+// most eager_bytes goes into receives its peer posted ahead, which costs memory per peer and
+// makes the destructor collective.
 //
 // Failure: Gloo's exceptions become communication_errors naming the operation, the peer and
 // Gloo's message, also where Gloo does not pass a failed pair's error on to a wait
@@ -49,13 +44,14 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include <gradsync/comm/gloo_mailbox.hpp>
+#include <gradsync/comm/gloo_eager.hpp>
 #include <gradsync/comm/gloo_sigpipe.hpp>
 #include <gradsync/comm/gloo_watchdog.hpp>
 #include <gradsync/communicator.hpp>
@@ -139,9 +135,7 @@ public:
         {
             comm_ = o.comm_;
             buffer_ = std::exchange(o.buffer_, nullptr);
-            eager_ = std::exchange(o.eager_, false);
-            entry_ = std::exchange(o.entry_, nullptr);
-            ticket_ = o.ticket_;
+            eager_ = std::exchange(o.eager_, {});
             bytes_ = o.bytes_;
             send_ = o.send_;
             peer_ = o.peer_;
@@ -152,15 +146,13 @@ public:
         {
             if (buffer_)
                 comm_->abandon(std::exchange(buffer_, nullptr), peer_, "a request was dropped before its wait");
-            if (eager_)
+            if (eager_.pending)
                 comm_->abandon(*this, "a request was dropped before its wait");
         }
 
         gloo_communicator* comm_ = nullptr;
         detail::gloo_buffer* buffer_ = nullptr; // a direct message's pooled buffer
-        bool eager_ = false;                    // an eager message, pending: entry_ or ticket_
-        detail::gloo_eager_receive* entry_ = nullptr;
-        detail::gloo_mailbox::ticket ticket_;
+        detail::gloo_eager_request eager_;      // an eager message's
         std::size_t bytes_ = 0;
         bool send_ = false;
         int peer_ = 0;
@@ -185,17 +177,11 @@ public:
         rank_ = context_->rank;
         size_ = context_->size;
         if (options_.eager_bytes)
-            open_mailboxes();
+            eager_.emplace(*this, slot_of(mailbox_slot), slot_of(count_slot));
     }
 
     gloo_communicator(const gloo_communicator&) = delete;
     gloo_communicator& operator=(const gloo_communicator&) = delete;
-
-    ~gloo_communicator()
-    {
-        if (!boxes_.empty())
-            drain();
-    }
 
     // The largest gloo_options::eager_bytes.
     static constexpr std::size_t max_eager_bytes = std::size_t(16) << 20;
@@ -258,8 +244,8 @@ public:
 
     void wait(request& r)
     {
-        if (r.eager_)
-            return wait_eager(r);
+        if (r.eager_.pending)
+            return eager_->wait(r.eager_, r.send_, r.bytes_, r.peer_, r.tag_);
         detail::gloo_buffer* b = r.buffer_;
         if (!b)
             return;
@@ -281,6 +267,8 @@ public:
     }
 
 private:
+    friend class detail::gloo_eager<gloo_communicator>;
+
     static std::shared_ptr<gloo::Context> not_null(std::shared_ptr<gloo::Context> context)
     {
         if (!context)
@@ -301,8 +289,11 @@ private:
         if (!failure_.empty())
             throw communication_error(prefix() + call + " refused: the communicator failed earlier: " + failure_);
         detail::block_sigpipe();
-        if (options_.eager_bytes && n <= options_.eager_bytes)
-            return post_eager(send, p, n, peer, tag);
+        if (options_.eager_bytes && n <= options_.eager_bytes) {
+            request r = make_request(send, n, peer, tag);
+            r.eager_ = eager_->post(send, p, n, peer, tag);
+            return r;
+        }
         detail::gloo_buffer* b = acquire(p, n);
         const std::uint64_t slot = slot_of((detail::size_digest(n) << 32) | std::uint64_t(std::uint32_t(tag)));
         try {
@@ -337,209 +328,6 @@ private:
     // mailboxes use low bits no tag reaches (tags are below 2^31).
     std::uint64_t slot_of(std::uint64_t low) const noexcept { return (std::uint64_t(options_.slot_prefix) << 56) | low; }
     static constexpr std::uint64_t mailbox_slot = 0xffffffff, count_slot = 0xfffffffe, sentinel_slot = 0xfffffffd;
-
-    // --- eager messages (gloo_mailbox.hpp)
-
-    // On the constructing thread, where the watchdog's sentinels have blocked SIGPIPE.
-    void open_mailboxes()
-    {
-        boxes_.resize(std::size_t(size_));
-        try {
-            for (int p = 0; p < size_; ++p)
-                if (p != rank_)
-                    boxes_[std::size_t(p)] = std::make_unique<detail::gloo_mailbox>(
-                        *context_, p, slot_of(mailbox_slot), options_.eager_bytes, options_.eager_depth);
-        } catch (const std::exception& e) {
-            for (int p = 0; p < size_; ++p) // a box made halfway is gone, its receives posted
-                if (p != rank_)
-                    close_pair(p);
-            throw communication_error(prefix() + "posting the eager mailboxes' receives failed: " + e.what());
-        }
-    }
-
-    request post_eager(bool send, std::byte* p, std::size_t n, int peer, int tag)
-    {
-        detail::gloo_mailbox& box = *boxes_[std::size_t(peer)];
-        request r = make_request(send, n, peer, tag);
-        const auto what = [&] { return describe(send, n, peer, tag); };
-        if (send) {
-            const std::size_t i = box.next_out();
-            if (box.out_busy(i))
-                finish_out(box, i, clock::now(), [&] { return what() + ", waiting for an earlier eager send to leave"; });
-            try {
-                r.ticket_ = box.send({p, n}, tag);
-            } catch (const std::exception& e) {
-                const std::string why = what() + " could not start: " + e.what();
-                fail(why);
-                throw communication_error(prefix() + why);
-            }
-        } else {
-            detail::gloo_eager_receive& e = take_entry();
-            e = {p, n, tag, false};
-            try {
-                box.post_receive(e);
-            } catch (const std::exception& x) {
-                box.break_off(x.what());
-            }
-            r.entry_ = &e;
-        }
-        r.eager_ = true;
-        return r;
-    }
-
-    void wait_eager(request& r)
-    {
-        detail::gloo_mailbox& box = *boxes_[std::size_t(r.peer_)];
-        const clock::time_point start = clock::now();
-        const auto what = [&] { return describe(r.send_, r.bytes_, r.peer_, r.tag_); };
-        if (r.send_) {
-            r.eager_ = false;
-            if (box.pending(r.ticket_))
-                finish_out(box, r.ticket_.box, start, what);
-            return;
-        }
-        detail::gloo_eager_receive& e = *r.entry_;
-        const auto refuse = [&](const std::string& why) {
-            finish_eager(r);
-            fail(why);
-            return prefix() + why;
-        };
-        while (!e.done) {
-            if (!box.broken().empty())
-                throw communication_error(refuse(what() + " cannot complete: posting a mailbox receive from rank " +
-                                                 std::to_string(r.peer_) + " again failed: " + box.broken()));
-            detail::gloo_mailbox::header h{};
-            if (box.oldest_held(h)) {
-                const auto next = [&] { return ", rank " + std::to_string(r.peer_) + "'s next eager message"; };
-                if (h.tag == detail::gloo_mailbox::filler)
-                    throw communication_error(refuse(what() + " cannot complete" + next() +
-                                                     " says it destroyed its communicator"));
-                if (tags::foreign(int(h.tag), r.tag_))
-                    throw foreign_message_error(refuse("waiting for " + what() + next() + " has tag " +
-                                                       std::to_string(h.tag)),
-                                                r.peer_, r.tag_, int(h.tag));
-                if (h.tag == r.tag_ && h.bytes != r.bytes_)
-                    throw communication_error(refuse(what() + next() + " with that tag has " +
-                                                     std::to_string(h.bytes) + " bytes"));
-            }
-            gloo::transport::UnboundBuffer* next = box.next_arrival();
-            if (!next)
-                throw communication_error(refuse(what() + " cannot complete: the " + std::to_string(options_.eager_depth) +
-                                                 " eager messages from rank " + std::to_string(r.peer_) +
-                                                 " that arrived first match no receive (the oldest has tag " +
-                                                 std::to_string(h.tag) + ", " + std::to_string(h.bytes) + " bytes)"));
-            if (!block(*next, r.peer_, false, start, what)) {
-                abandon(r, "a wait was released");
-                throw aborted_error(prefix() + what() + " was released");
-            }
-            try {
-                detail::block_sigpipe();
-                box.landed();
-            } catch (const std::exception& x) {
-                box.break_off(x.what());
-            }
-        }
-        finish_eager(r);
-    }
-
-    // Ends r's eager part: its receive entry, if any, leaves its box for the pool.
-    void finish_eager(request& r) noexcept
-    {
-        if (r.entry_) {
-            boxes_[std::size_t(r.peer_)]->forget(*r.entry_);
-            free_entries_.push_back(std::exchange(r.entry_, nullptr));
-        }
-        r.eager_ = false;
-    }
-
-    // Waits until the send out of box i has left.
-    template <class What>
-    void finish_out(detail::gloo_mailbox& box, std::size_t i, clock::time_point start, const What& what)
-    {
-        if (!block(*box.out_buffer(i), box.peer(), true, start, what)) {
-            fail("a wait was released");
-            close_pair(box.peer());
-            throw aborted_error(prefix() + what() + " was released");
-        }
-        box.finish_send(i);
-    }
-
-    detail::gloo_eager_receive& take_entry()
-    {
-        if (free_entries_.empty()) {
-            entries_.push_back(std::make_unique<detail::gloo_eager_receive>());
-            free_entries_.reserve(entries_.size()); // pushing an entry back never allocates
-            return *entries_.back();
-        }
-        detail::gloo_eager_receive* e = free_entries_.back();
-        free_entries_.pop_back();
-        return *e;
-    }
-
-    // The destructor's half of eager messaging (gloo_mailbox.hpp, "Teardown"): tells each
-    // peer how many receives this side posted, fills the peer's that this side's sends left
-    // empty, and waits for the peer to fill this side's. Any failure closes the pairs.
-    void drain() noexcept
-    {
-        detail::block_sigpipe();
-        try {
-            if (watchdog_.released() || !failure_.empty())
-                throw aborted_error("");
-            const clock::time_point start = clock::now();
-            std::vector<std::uint64_t> mine(boxes_.size()), theirs(boxes_.size());
-            struct count {
-                std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
-                int peer;
-                bool send;
-            };
-            std::vector<count> counts;
-            for (int p = 0; p < size_; ++p)
-                if (const auto& box = boxes_[std::size_t(p)]) {
-                    mine[std::size_t(p)] = box->posted();
-                    counts.push_back({context_->createUnboundBuffer(&theirs[std::size_t(p)], 8), p, false});
-                    counts.back().buffer->recv(p, slot_of(count_slot), 0, 8);
-                    counts.push_back({context_->createUnboundBuffer(&mine[std::size_t(p)], 8), p, true});
-                    counts.back().buffer->send(p, slot_of(count_slot), 0, 8);
-                }
-            const auto what = [] { return std::string("draining the eager mailboxes"); };
-            for (const count& c : counts)
-                if (!block(*c.buffer, c.peer, c.send, start, what))
-                    throw aborted_error("");
-            for (auto& box : boxes_)
-                if (box) {
-                    const std::uint64_t posted = theirs[std::size_t(box->peer())];
-                    if (posted < box->sent())
-                        throw communication_error("");
-                    while (box->sent() < posted) {
-                        const std::size_t i = box->next_out();
-                        if (box->out_busy(i))
-                            finish_out(*box, i, start, what);
-                        box->send({}, detail::gloo_mailbox::filler);
-                    }
-                }
-            for (auto& box : boxes_)
-                if (box)
-                    while (gloo::transport::UnboundBuffer* next = box->next_arrival()) {
-                        if (!block(*next, box->peer(), false, start, what))
-                            throw aborted_error("");
-                        box->landed();
-                    }
-            for (auto& box : boxes_)
-                if (box)
-                    for (std::size_t i = 0; i < options_.eager_depth; ++i)
-                        if (box->out_busy(i))
-                            finish_out(*box, i, start, what);
-        } catch (...) {
-            close_mailbox_pairs();
-        }
-    }
-
-    void close_mailbox_pairs() noexcept
-    {
-        for (const auto& box : boxes_)
-            if (box)
-                close_pair(box->peer());
-    }
 
     // --- waiting
 
@@ -609,7 +397,7 @@ private:
     // forgotten, and the pair is closed as for any request left pending.
     void abandon(request& r, const char* why) noexcept
     {
-        finish_eager(r);
+        eager_->forget(r.eager_, r.peer_);
         left_pending(why, r.peer_);
     }
 
@@ -638,6 +426,8 @@ private:
         } catch (...) {
         }
     }
+
+    bool usable() const noexcept { return !watchdog_.released() && failure_.empty(); }
 
     void fail(const std::string& why) noexcept
     {
@@ -669,10 +459,8 @@ private:
     std::unordered_multimap<detail::gloo_key, std::unique_ptr<detail::gloo_buffer>, detail::gloo_key_hash> pool_;
     std::string failure_; // the first failure; posts are refused after it
     detail::gloo_watchdog watchdog_; // every wait goes through it; release() too
-    // Eager messaging: a mailbox per peer (none for this rank), and the pooled receive entries.
-    std::vector<std::unique_ptr<detail::gloo_mailbox>> boxes_;
-    std::vector<std::unique_ptr<detail::gloo_eager_receive>> entries_;
-    std::vector<detail::gloo_eager_receive*> free_entries_;
+    // Last: its destructor, collective, drains the mailboxes while the members above live.
+    std::optional<detail::gloo_eager<gloo_communicator>> eager_;
 };
 
 } // namespace gradsync
