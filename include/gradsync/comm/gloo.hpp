@@ -14,10 +14,8 @@
 // size never lands in a receive, which waits, and ends in deadline_error like any message
 // that is not coming (docs/gloo.md, "Sizes").
 //
-// Buffers: every unbound buffer costs a wait for Gloo's network thread when it is destroyed,
-// so each (address, size) keeps its buffers in a pool for the communicator's life, one
-// pending operation each; a reducer, whose buffers do not move, creates none after its first
-// call. The pool holds at most gloo_options::pool_limit buffers: above it the idle ones go.
+// Buffers: a direct message's unbound buffer is kept for reuse (gloo_buffer_pool.hpp): a
+// reducer, whose buffers do not move, creates none after its first call.
 //
 // Eager messages (gloo_options::eager_bytes, off by default; gloo_eager.hpp): a message of at
 // most eager_bytes goes into receives its peer posted ahead, which costs memory per peer and
@@ -42,15 +40,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include <gradsync/comm/gloo_buffer_pool.hpp>
 #include <gradsync/comm/gloo_eager.hpp>
 #include <gradsync/comm/gloo_sigpipe.hpp>
 #include <gradsync/comm/gloo_watchdog.hpp>
@@ -76,28 +73,6 @@ struct gloo_options {
 };
 
 namespace detail {
-
-// One pooled unbound buffer over [address, address + size).
-struct gloo_buffer {
-    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
-    const std::byte* address = nullptr;
-    std::size_t size = 0;
-    bool busy = false;  // an operation is pending on it
-    bool stale = false; // an operation was left pending: never reused
-};
-
-struct gloo_key {
-    const std::byte* address;
-    std::size_t size;
-    bool operator==(const gloo_key&) const = default;
-};
-
-struct gloo_key_hash {
-    std::size_t operator()(const gloo_key& k) const noexcept
-    {
-        return std::hash<const void*>{}(k.address) ^ (std::hash<std::size_t>{}(k.size) * 0x9e3779b97f4a7c15ULL);
-    }
-};
 
 // 24 bits that change with every bit of a byte count (a 64-bit mix, then the top bits).
 constexpr std::uint64_t size_digest(std::size_t bytes) noexcept
@@ -160,7 +135,8 @@ public:
     };
 
     explicit gloo_communicator(std::shared_ptr<gloo::Context> context, gloo_options options = {})
-        : context_(not_null(std::move(context))), options_(options), watchdog_(*context_, slot_of(sentinel_slot))
+        : context_(not_null(std::move(context))), options_(options), pool_(options.pool_limit),
+          watchdog_(*context_, slot_of(sentinel_slot))
     {
         if (options_.deadline.count() < 0)
             throw usage_error("gradsync::gloo_communicator: the deadline must not be negative");
@@ -363,26 +339,14 @@ private:
         }
     }
 
-    // An idle pooled buffer over exactly [p, p + n), or a new one.
     detail::gloo_buffer* acquire(std::byte* p, std::size_t n)
     {
-        const detail::gloo_key key{p, n};
-        auto [first, last] = pool_.equal_range(key);
-        for (auto it = first; it != last; ++it)
-            if (!it->second->busy && !it->second->stale)
-                return it->second.get();
-        if (pool_.size() >= options_.pool_limit)
-            std::erase_if(pool_, [](const auto& e) { return !e.second->busy && !e.second->stale; });
-        auto b = std::make_unique<detail::gloo_buffer>();
         try {
-            b->buffer = context_->createUnboundBuffer(p, n);
+            return &pool_.acquire(*context_, p, n);
         } catch (const std::exception& e) {
             throw communication_error(prefix() + "creating an unbound buffer of " + std::to_string(n) +
                                       " bytes failed: " + e.what());
         }
-        b->address = p;
-        b->size = n;
-        return pool_.emplace(key, std::move(b))->second.get();
     }
 
     // b's operation stays pending in Gloo, which cannot cancel it: closing the pair to the
@@ -456,7 +420,7 @@ private:
     std::shared_ptr<gloo::Context> context_;
     gloo_options options_;
     int rank_ = 0, size_ = 1;
-    std::unordered_multimap<detail::gloo_key, std::unique_ptr<detail::gloo_buffer>, detail::gloo_key_hash> pool_;
+    detail::gloo_buffer_pool pool_;
     std::string failure_; // the first failure; posts are refused after it
     detail::gloo_watchdog watchdog_; // every wait goes through it; release() too
     // Last: its destructor, collective, drains the mailboxes while the members above live.
