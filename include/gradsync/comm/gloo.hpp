@@ -357,13 +357,7 @@ private:
         left_pending(why, peer);
     }
 
-    // The same for an eager request: nothing lands in the caller's memory once the receive is
-    // forgotten, and the pair is closed as for any request left pending.
-    void abandon(request& r, const char* why) noexcept
-    {
-        eager_->forget(r.eager_, r.peer_);
-        left_pending(why, r.peer_);
-    }
+    void abandon(request& r, const char* why) noexcept { eager_->abandon(r.eager_, r.peer_, why); }
 
     void left_pending(const char* why, int peer) noexcept
     {

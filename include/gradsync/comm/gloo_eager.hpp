@@ -2,7 +2,7 @@
 // most eager_bytes goes through a mailbox per peer (gloo_mailbox.hpp) whose receives are
 // posted ahead, so it leaves at once instead of waiting for its receiver's announcement.
 //
-// Cost: 2 * eager_depth * (16 + eager_bytes) bytes per peer, taken when the communicator is
+// Cost: a mailbox per peer (its memory: gloo_mailbox.hpp), taken when the communicator is
 // made. Every rank must give the same eager_bytes, as a message's size decides its route.
 //
 // Teardown makes the communicator's destructor collective: every rank destroys its
@@ -143,8 +143,7 @@ public:
                                                  " that arrived first match no receive (the oldest has tag " +
                                                  std::to_string(h.tag) + ", " + std::to_string(h.bytes) + " bytes)"));
             if (!link_.block(*arrival, peer, false, start, what)) {
-                forget(r, peer);
-                link_.left_pending("a wait was released", peer);
+                abandon(r, peer, "a wait was released");
                 throw aborted_error(link_.prefix() + what() + " was released");
             }
             try {
@@ -167,14 +166,22 @@ public:
         r.pending = false;
     }
 
+    // r is left pending in Gloo, which cannot cancel it: forgetting its receive means nothing
+    // lands in the caller's memory, and the pair to the peer is closed as for any request
+    // left pending.
+    void abandon(gloo_eager_request& r, int peer, const char* why) noexcept
+    {
+        forget(r, peer);
+        link_.left_pending(why, peer);
+    }
+
 private:
     // Waits until the send out of box i has left.
     template <class What>
     void finish_out(gloo_mailbox& box, std::size_t i, clock::time_point start, const What& what)
     {
         if (!link_.block(*box.out_buffer(i), box.peer(), true, start, what)) {
-            link_.fail("a wait was released");
-            link_.close_pair(box.peer());
+            link_.left_pending("a wait was released", box.peer());
             throw aborted_error(link_.prefix() + what() + " was released");
         }
         box.finish_send(i);
