@@ -24,6 +24,8 @@
 //   gloo_ring, gloo_ring_chunked, gloo_halving_doubling, gloo_bcube  the classic algorithm
 //       objects (gloo::AllreduceRing and the others);
 //   gloo_allreduce_ring, gloo_allreduce_bcube  gloo::allreduce with its options.
+// Every side's context, Gloo's sides' too, has its network thread at the nice value
+// docs/gloo.md gives for one host, 10 (GRADSYNC_BENCH_NICE; 0: Gloo's).
 // Every side is built once per size and type and kept for that size's repetitions.
 // Before timing, every side's result on integer data is checked against the exact sum.
 // Rank 0 reports: medians of GRADSYNC_BENCH_REPS (15) interleaved repetitions of about 50 ms
@@ -184,6 +186,8 @@ int main(int argc, char** argv)
         settings.tuned.rounds = std::atoi(rounds);
     if (const char* sndbuf = std::getenv("GRADSYNC_BENCH_SNDBUF_KIB"))
         settings.send_buffer_bytes = std::size_t(std::atoi(sndbuf)) << 10;
+    if (const char* nice = std::getenv("GRADSYNC_BENCH_NICE"))
+        settings.network_thread_nice = std::atoi(nice);
     if (const char* eager = std::getenv("GRADSYNC_BENCH_EAGER_KIB"))
         settings.communicator.eager_bytes = std::size_t(std::atoi(eager)) << 10;
     const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
@@ -221,6 +225,7 @@ int main(int argc, char** argv)
         for (const side& s : sides) {
             o.prefix = s.name;
             o.send_buffer_bytes = s.gloo ? 0 : settings.send_buffer_bytes; // Gloo's sides keep Gloo's sockets
+            o.network_thread_nice = settings.network_thread_nice;
             auto context = gradsync::gloo_connect(store, rank_, ranks_, o);
             if (s.gloo)
                 world.contexts[s.name] = std::move(context);

@@ -60,6 +60,8 @@ struct gloo_settings {
     gradsync::automatic automatic{.small_bytes = std::size_t(256) << 10};
     gradsync::tuned tuned{};
     std::size_t send_buffer_bytes = std::size_t(512) << 10;
+    // Every side's, Gloo's too: the same wires and the same threads.
+    int network_thread_nice = 10;
     // gradsync_defaults' communicator keeps the library's gloo_options.
     gradsync::gloo_options communicator{.eager_bytes = std::size_t(64) << 10};
 };

@@ -15,12 +15,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -461,6 +463,43 @@ TEST_CASE("send_buffer_bytes sets the send buffer of the socket to every peer, a
     check_all(out);
 }
 
+// The threads of this process, by id, from the kernel's list.
+std::vector<pid_t> threads_of_process()
+{
+    std::vector<pid_t> ids;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
+        ids.push_back(pid_t(std::stoi(entry.path().filename().string())));
+    std::sort(ids.begin(), ids.end());
+    return ids;
+}
+
+TEST_CASE("network_thread_nice lowers the priority of the device's network thread, not the caller's, and the "
+          "reducer still agrees",
+          "[gloo]")
+{
+    const auto out = run_ranks(3, [](int rank, const connector& connect) -> outcome {
+        const int own = ::getpriority(PRIO_PROCESS, 0);
+        const std::vector<pid_t> before = threads_of_process();
+        auto o = timeout_of(milliseconds(30000));
+        o.network_thread_nice = 7;
+        gloo_communicator comm(connect(o));
+        std::vector<pid_t> started;
+        const std::vector<pid_t> after = threads_of_process();
+        std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::back_inserter(started));
+        if (::getpriority(PRIO_PROCESS, 0) != own)
+            return "the calling thread's nice value changed from " + std::to_string(own);
+        const int lowest = std::min(19, own + 7);
+        int lowered = 0;
+        for (pid_t id : started) // the device's network thread, and the communicator's watchdog
+            lowered += ::getpriority(PRIO_PROCESS, id_t(id)) == lowest;
+        if (lowest != own && lowered != 1) // at 19 already, nothing can be lowered
+            return std::to_string(lowered) + " of the " + std::to_string(started.size()) +
+                " new threads have the nice value " + std::to_string(lowest) + ", not 1";
+        return summed_exactly(comm, rank, 3, 300000);
+    });
+    check_all(out);
+}
+
 // Gloo's classic algorithms size a socket's send buffer to their first message; on a shared
 // context a small one leaves every later large message of the pair to crawl through it.
 TEST_CASE("a classic Gloo algorithm shrinks its sockets' send buffers, and gloo_limit_send_buffers restores them",
@@ -522,6 +561,11 @@ TEST_CASE("misuse is a usage_error naming what is wrong", "[gloo]")
             gradsync::gloo_connect(store, 0, 2, {.send_buffer_bytes = std::size_t(1) << 31});
         });
         expect("a send buffer of 0 bytes", "send buffer", [&] { gradsync::gloo_limit_send_buffers(*context, 0); });
+        for (int nice : {-1, 20})
+            expect("network_thread_nice " + std::to_string(nice), "network_thread_nice", [&] {
+                gloo::rendezvous::FileStore store(std::filesystem::temp_directory_path().string());
+                gradsync::gloo_connect(store, 0, 2, {.network_thread_nice = nice});
+            });
         return all;
     });
     check_all(out);

@@ -16,6 +16,16 @@
 // The device is made with SIGPIPE blocked on the calling thread, where it stays blocked, and
 // its network thread inherits that (gloo_sigpipe.hpp): a write to a peer that is gone then
 // fails instead of ending the process.
+//
+// network_thread_nice lowers the priority of the device's network thread. Why: that thread
+// takes a pair's lock with a try-lock and, on level-triggered epoll, comes straight back while
+// the lock is held, so it spins while a posting thread writes a message through the same
+// pair; where ranks outnumber idle cores it can take the core from that posting thread, its
+// own or a peer's, for a scheduler slice (a millisecond or more against tens of
+// microseconds). At a lower priority it yields to the threads it waits for (docs/gloo.md,
+// "Performance"). The thread inherits its maker's nice value, and Linux keeps one per thread,
+// so the device is made on a short-lived thread whose value is raised: the caller's stays as
+// it was.
 #pragma once
 
 #include <gloo/rendezvous/context.h>
@@ -25,17 +35,23 @@
 #include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <dirent.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -54,6 +70,9 @@ struct gloo_connect_options {
     // SO_SNDBUF of every socket of the context (gloo_limit_send_buffers); 0: the kernel's
     // autotuning, as Gloo leaves it. docs/gloo.md gives the value for ranks on one host.
     std::size_t send_buffer_bytes = 0;
+    // Added to the nice value of the device's network thread, 0 to 19 (capped at 19); 0: the
+    // caller's, as Gloo leaves it. docs/gloo.md gives the value for ranks on one host.
+    int network_thread_nice = 0;
 };
 
 namespace detail {
@@ -73,6 +92,35 @@ inline bool same_endpoint(const sockaddr_storage& a, const sockaddr_storage& b) 
         return x.sin6_port == y.sin6_port && std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
     }
     return false;
+}
+
+// A TCP device whose network thread has SIGPIPE blocked (inherited from the thread that
+// makes it) and a nice value `nice` above the caller's.
+inline std::shared_ptr<gloo::transport::Device> make_gloo_device(const gloo::transport::tcp::attr& attr, int nice)
+{
+    if (nice == 0) {
+        block_sigpipe();
+        return gloo::transport::tcp::CreateDevice(attr);
+    }
+    std::shared_ptr<gloo::transport::Device> device;
+    std::exception_ptr failure;
+    std::thread maker([&] {
+        try {
+            block_sigpipe();
+            errno = 0;
+            const int own = ::getpriority(PRIO_PROCESS, 0); // this thread's: Linux keeps one per thread
+            if ((own == -1 && errno != 0) || ::setpriority(PRIO_PROCESS, 0, std::min(19, own + nice)) != 0)
+                throw std::runtime_error(std::string("setting the network thread's nice value: ") +
+                                         std::strerror(errno));
+            device = gloo::transport::tcp::CreateDevice(attr);
+        } catch (...) {
+            failure = std::current_exception();
+        }
+    });
+    maker.join();
+    if (failure)
+        std::rethrow_exception(failure);
+    return device;
 }
 
 } // namespace detail
@@ -125,6 +173,9 @@ inline std::shared_ptr<gloo::Context> gloo_connect(gloo::rendezvous::Store& stor
         throw usage_error(who + ": rank must be in [0, size) and size at least 1");
     if (options.timeout.count() <= 0)
         throw usage_error(who + ": the timeout must be positive");
+    if (options.network_thread_nice < 0 || options.network_thread_nice > 19)
+        throw usage_error(who + ": network_thread_nice " + std::to_string(options.network_thread_nice) +
+                          " is not a nice increment (0 to 19)");
     if (options.send_buffer_bytes > std::size_t(INT_MAX))
         throw usage_error(who + ": send_buffer_bytes " + std::to_string(options.send_buffer_bytes) +
                           " is larger than a socket option holds (INT_MAX)");
@@ -132,8 +183,7 @@ inline std::shared_ptr<gloo::Context> gloo_connect(gloo::rendezvous::Store& stor
     try {
         gloo::transport::tcp::attr attr;
         attr.hostname = options.hostname;
-        detail::block_sigpipe(); // inherited by the device's network thread
-        auto device = gloo::transport::tcp::CreateDevice(attr);
+        auto device = detail::make_gloo_device(attr, options.network_thread_nice);
         gloo::rendezvous::PrefixStore prefixed(options.prefix, store);
         context = std::make_shared<gloo::rendezvous::Context>(rank, size);
         context->setTimeout(options.timeout);
