@@ -12,8 +12,9 @@
 //       GRADSYNC_BENCH_WINDOW, GRADSYNC_BENCH_SMALL_KIB and GRADSYNC_BENCH_EAGER_KIB change
 //       them);
 //   (gradsync_tuned tunes while it is made, untimed: its 120 tuning calls, on a buffer of
-//       its own, are a trainer's first; rank 0 says on stderr what it chose and what it
-//       measured; GRADSYNC_BENCH_TUNED_ROUNDS changes tuned::rounds);
+//       its own, are a trainer's first; its rule is gradsync_automatic's; rank 0 says on
+//       stderr what it chose and what it measured; GRADSYNC_BENCH_TUNED_ROUNDS changes
+//       tuned::rounds);
 //   gradsync_defaults  automatic with the library's default reducer and communicator
 //       options;
 //   gradsync_sends_first  gradsync_automatic with pipeline_options::order sends_first, so
@@ -29,8 +30,9 @@
 // Every side is built once per size and type and kept for that size's repetitions.
 // Before timing, every side's result on integer data is checked against the exact sum.
 // Rank 0 reports: medians of GRADSYNC_BENCH_REPS (15) interleaved repetitions of about 50 ms
-// each (at least 2 calls), and per size the best Gloo side against gradsync_tuned and
-// gradsync_automatic;
+// each, twice as many where a repetition is its least, 2 calls (16 MiB up: there one
+// side's repetitions spread the most), and per size the best Gloo side against
+// gradsync_tuned and gradsync_automatic;
 // --csv writes every median, --svg the bus bandwidth of every side against size.
 // With `bursts`, the comparison as a trainer sees it (as bench_allreduce_mpi's): fp32,
 // 4 KiB ... 16 MiB, 50 calls per repetition (7 repetitions by default), each timed alone
@@ -245,20 +247,21 @@ int main(int argc, char** argv)
     // Per size, the repetitions take turns through the sides (in side_order's shuffled order).
     gradsync_bench::side_order order(sides.size(), true);
     for (bool half : types)
-        for (std::size_t bytes : sizes)
-            for (int rep = 0; rep < reps; ++rep)
+        for (std::size_t bytes : sizes) {
+            const benchmark::IterationCount calls = bursts ? 50 : gradsync_bench::iterations_for(bytes, 1e9, 60e-6, 0.05);
+            for (int rep = 0; rep < (calls == 2 ? 2 * reps : reps); ++rep)
                 for (std::size_t k : order.next()) {
                     const side& s = sides[k];
                     benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
                         gradsync_bench::bench_name(s.name + (half ? "_fp16" : "_fp32"), bytes, rep).c_str(),
                         [&s, bytes, half](benchmark::State& st) { run_side(st, s, bytes, half); });
-                    b->Iterations(bursts ? 50 : gradsync_bench::iterations_for(bytes, 1e9, 60e-6, 0.05))
-                        ->Unit(benchmark::kMicrosecond);
+                    b->Iterations(calls)->Unit(benchmark::kMicrosecond);
                     if (bursts)
                         b->UseManualTime();
                     else
                         b->UseRealTime();
                 }
+        }
     benchmark::Initialize(&argc, argv);
     if (rank_ != 0) {
         null_reporter quiet;

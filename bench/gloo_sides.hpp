@@ -58,7 +58,7 @@ struct side {
 struct gloo_settings {
     gradsync::reducer_options options{.pipeline = {.segment_bytes = std::size_t(1) << 20, .window = 64}};
     gradsync::automatic automatic{.small_bytes = std::size_t(256) << 10};
-    gradsync::tuned tuned{};
+    gradsync::tuned tuned{}; // its rule is `automatic`
     std::size_t send_buffer_bytes = std::size_t(512) << 10;
     // Every side's, Gloo's too: the same wires and the same threads.
     int network_thread_nice = 10;
@@ -91,13 +91,19 @@ side_fn gradsync_side(gloo_world& w, CommOf comm_of, Algorithm algorithm, gradsy
                 std::vector<T> scratch(count); // not the side's buffer, whose first sum main() checks
                 for (std::size_t i = 0; i < r->plan().tuning_calls(); ++i)
                     (*r)(std::span<T>(scratch));
-                const gradsync::tuned_candidate c = *r->plan().chosen();
+                const auto text = [](const gradsync::tuned_candidate& c) {
+                    return std::string(algorithm_name(c.algorithm)) + ", " +
+                        (c.order == gradsync::posting_order::receives_first ? "receives" : "sends") + " first";
+                };
                 if (comm_of().rank() == 0) {
-                    std::fprintf(stderr, "tuned, %zu bytes of %s: %s, %s first; medians summed over ranks, us:",
-                                 count * sizeof(T), gradsync::element_traits<T>::name, algorithm_name(c.algorithm),
-                                 c.order == gradsync::posting_order::receives_first ? "receives" : "sends");
-                    for (double t : r->plan().measured())
-                        std::fprintf(stderr, " %.0f", t * 1e6);
+                    const auto& p = r->plan();
+                    std::fprintf(stderr, "tuned, %zu bytes of %s: %s (the rule's: %s); summed over ranks, us, median "
+                                 "[interval]:",
+                                 count * sizeof(T), gradsync::element_traits<T>::name, text(*p.chosen()).c_str(),
+                                 text(p.preferred()).c_str());
+                    for (std::size_t k = 0; k < p.measured().size(); ++k)
+                        std::fprintf(stderr, " %.0f [%.0f, %.0f]", p.measured()[k] * 1e6, p.measured_low()[k] * 1e6,
+                                     p.measured_high()[k] * 1e6);
                     std::fprintf(stderr, "\n");
                 }
             }
@@ -151,7 +157,9 @@ inline std::vector<side> all_sides(gloo_world& w, const gloo_settings& s)
     };
     gradsync::reducer_options sends_first = s.options;
     sends_first.pipeline.order = gradsync::posting_order::sends_first;
-    return {{"gradsync_tuned", gradsync_side(w, comm("gradsync_tuned"), s.tuned, s.options), false},
+    gradsync::tuned tuned = s.tuned;
+    tuned.rule = s.automatic;
+    return {{"gradsync_tuned", gradsync_side(w, comm("gradsync_tuned"), tuned, s.options), false},
             {"gradsync_automatic", gradsync_side(w, comm("gradsync_automatic"), s.automatic, s.options), false},
             {"gradsync_defaults", gradsync_side(w, comm("gradsync_defaults"), gradsync::automatic{}, {}), false},
             {"gradsync_sends_first", gradsync_side(w, comm("gradsync_sends_first"), s.automatic, sends_first), false},

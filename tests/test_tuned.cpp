@@ -1,9 +1,11 @@
 // tuned over local_group: every call, while tuning and after, gives the exact result of
 // integer-valued data on every rank with the same bits; tuning ends after 6 * rounds calls
 // with the same candidate on every rank; on an emulated link that charges per message the
-// candidate with the fewest messages (recursive doubling) is kept, and the times it measured
-// are at least the link's charge; a wrong rounds is an error on every rank. Rank code only
-// records; CHECKs run on the main thread.
+// candidate with the fewest messages (recursive doubling) is kept over the rule's recursive
+// halving, and the times it measured (medians and their intervals) are at least the link's
+// charge; where no candidate is measurably faster than the rule's (recursive doubling's
+// other posting order costs the same), the rule's is kept; a wrong rounds is an error on
+// every rank. Rank code only records; CHECKs run on the main thread.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -98,41 +100,87 @@ TEMPLATE_TEST_CASE("tuned: exact on every call, tuning or not, and every rank ke
         }
 }
 
-TEST_CASE("tuned keeps the candidate with the fewest messages on a link that charges per message", "[tuned]")
+namespace {
+
+// Each rank's choice, and rank 0's measurements and transport order, after tuning over the
+// link.
+struct tuning_outcome {
+    std::vector<std::optional<gradsync::tuned_candidate>> chosen;
+    gradsync::tuned_candidate preferred{};
+    bool receives_first = false;
+    std::vector<double> median, low, high;
+};
+
+tuning_outcome tune_over(int n, const gradsync::emulated_link& link, const tuned& algorithm)
 {
     using delayed = gradsync::delay_communicator<local_communicator>;
-    const gradsync::emulated_link link{.alpha = 2e-3, .beta = 0};
+    tuning_outcome out;
+    out.chosen.resize(static_cast<std::size_t>(n));
+    local_group group(n);
+    const std::string escaped = run_ranks(group, [&](local_communicator& inner) {
+        delayed comm(inner, link);
+        gradsync::reducer<float, delayed, gradsync::sum, tuned> reduce(comm, 1000, algorithm);
+        std::vector<float> data(1000, 1.0f);
+        for (std::size_t c = 0; c < reduce.plan().tuning_calls(); ++c)
+            reduce(std::span<float>(data));
+        out.chosen[std::size_t(inner.rank())] = reduce.plan().chosen();
+        if (inner.rank() == 0) {
+            out.preferred = reduce.plan().preferred();
+            out.receives_first = gradsync::receives_first(comm);
+            const auto copy = [](std::span<const double> from) { return std::vector<double>(from.begin(), from.end()); };
+            out.median = copy(reduce.plan().measured());
+            out.low = copy(reduce.plan().measured_low());
+            out.high = copy(reduce.plan().measured_high());
+        }
+    });
+    REQUIRE(escaped == "");
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("tuned keeps the candidate with the fewest messages on a link that charges per message, over the rule's",
+          "[tuned]")
+{
+    const gradsync::emulated_link link{.alpha = 5e-3, .beta = 0};
     for (int n : {2, 4}) {
-        // Messages per rank and call over the power-of-two N: recursive doubling log2 N,
-        // recursive halving 2 log2 N, ring 2 (N - 1).
-        const double log2n = n == 2 ? 1 : 2;
-        const double messages[] = {log2n, 2 * log2n, 2.0 * (n - 1)};
-        std::vector<std::optional<gradsync::tuned_candidate>> chosen(static_cast<std::size_t>(n));
-        std::vector<double> measured;
-        local_group group(n);
-        const std::string escaped = run_ranks(group, [&](local_communicator& inner) {
-            delayed comm(inner, link);
-            gradsync::reducer<float, delayed, gradsync::sum, tuned> reduce(comm, 1000, tuned{.rounds = 3});
-            std::vector<float> data(1000, 1.0f);
-            for (std::size_t c = 0; c < reduce.plan().tuning_calls(); ++c)
-                reduce(std::span<float>(data));
-            chosen[std::size_t(inner.rank())] = reduce.plan().chosen();
-            if (inner.rank() == 0) {
-                const auto m = reduce.plan().measured();
-                measured.assign(m.begin(), m.end());
-            }
-        });
         INFO("N " << n);
-        REQUIRE(escaped == "");
-        for (const auto& c : chosen) {
+        // With small_bytes 0 the rule picks recursive halving, at twice doubling's messages.
+        const tuning_outcome out = tune_over(n, link, tuned{.rounds = 3, .rule = {.small_bytes = 0}});
+        CHECK(out.preferred.algorithm == gradsync::recursive_halving::code);
+        for (const auto& c : out.chosen) {
             REQUIRE(c.has_value());
             CHECK(c->algorithm == gradsync::recursive_doubling::code);
         }
-        // Lower bounds only: each rank's median call of candidate k takes at least its
-        // messages' charge, and the sums add N ranks.
+        // Messages per rank and call over the power-of-two N: recursive doubling log2 N,
+        // recursive halving 2 log2 N, ring 2 (N - 1). Lower bounds only: each rank's calls of
+        // candidate k take at least their messages' charge, and the sums add N ranks.
+        const double log2n = n == 2 ? 1 : 2;
+        const double messages[] = {log2n, 2 * log2n, 2.0 * (n - 1)};
         for (std::size_t k = 0; k < 6; ++k) {
             INFO("candidate " << k);
-            CHECK(measured[k] >= n * messages[k / 2] * link.alpha);
+            CHECK(out.low[k] >= n * messages[k / 2] * link.alpha);
+            CHECK(out.low[k] <= out.median[k]);
+            CHECK(out.median[k] <= out.high[k]);
+        }
+    }
+}
+
+TEST_CASE("tuned keeps the rule's candidate where no other is measurably faster", "[tuned]")
+{
+    // The rule picks recursive doubling (4000 bytes, under small_bytes); its other posting
+    // order sends the same messages, so its calls cost the same, and the rest cost more.
+    const gradsync::emulated_link link{.alpha = 2e-3, .beta = 0};
+    for (int n : {2, 3, 4}) {
+        INFO("N " << n);
+        const tuning_outcome out = tune_over(n, link, tuned{.rounds = 12});
+        CHECK(out.preferred.algorithm == gradsync::recursive_doubling::code);
+        CHECK(out.preferred.order ==
+              (out.receives_first ? gradsync::posting_order::receives_first : gradsync::posting_order::sends_first));
+        for (const auto& c : out.chosen) {
+            REQUIRE(c.has_value());
+            CHECK(c->algorithm == out.preferred.algorithm);
+            CHECK(c->order == out.preferred.order);
         }
     }
 }

@@ -1,20 +1,29 @@
-// tuned: measures six candidates over a reducer's first calls and keeps the fastest for
-// every later call. The candidates are automatic's three algorithms, recursive_doubling,
-// recursive_halving and ring, each with its sends posted first and with its receives
-// posted first (pipeline_options::order; tuned ignores the order it is given). Which one
-// wins changes with the machine, the transport and even the hour (docs/results.md), so a
-// rule fixed in advance, as automatic's, can be beaten by one of its own candidates.
+// tuned: measures six candidates over a reducer's first calls and keeps automatic's choice
+// unless another candidate was measurably faster. The candidates are automatic's three
+// algorithms, recursive_doubling, recursive_halving and ring, each with its sends posted
+// first and with its receives posted first (pipeline_options::order; tuned ignores the order
+// it is given). Which one wins changes with the machine, the transport and even the hour
+// (docs/results.md), so a rule fixed in advance, as automatic's, can be beaten by one of its
+// own candidates; but where the candidates are within each other's noise, a choice by the
+// least median follows the noise (docs/algorithms.md, "tuned").
 //
 // Cost: the chosen candidate's (see its header), every call after the first 6*rounds.
 // Those run the candidates in turn, each `rounds` times, in rounds whose order alternates
 // forwards and backwards, so that no candidate always runs after the same one. Each rank
-// times its calls; the median of each candidate's calls, less its first (which touches its
-// scratch first), is summed over the ranks by a recursive-doubling allreduce of six doubles
-// on the call's tag, after call 6*rounds. Every rank gets the same sums (the same bits) and
-// keeps the same candidate: the one with the least time, the first of equals. The other
-// five plans are freed then.
+// times its calls and, for each candidate, takes the median of its calls, less the first
+// (which touches its scratch first), and a distribution-free confidence interval of at least
+// 95 % for that median (order statistics: the l-th smallest and the l-th largest, l the
+// usual normal approximation to the binomial, at least 1). The three figures of each
+// candidate are summed over the ranks by a recursive-doubling allreduce of 18 doubles on the
+// call's tag, after call 6*rounds. Every rank gets the same sums (the same bits) and keeps
+// the same candidate: the one with the least median, the first of equals, where the top of
+// its interval lies below the bottom of the interval of `rule`'s candidate (rule's algorithm
+// with the transport's posting order); else rule's candidate. The other five plans are
+// freed then.
 //
-// Preconditions: rounds >= 2 (the reducer throws a usage_error otherwise, on every rank).
+// Preconditions: rounds >= 2 (the reducer throws a usage_error otherwise, on every rank);
+// with fewer than 7 rounds the interval, then the whole range of a candidate's counted
+// calls, covers the median less often than 95 %.
 // Sum or Average in host memory, the only row plan_table.hpp gives it: Adasum's three
 // algorithms combine in different trees, so their results differ by more than rounding.
 // Recursive doubling and halving round alike, the ring in another order
@@ -26,8 +35,10 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string>
@@ -47,9 +58,15 @@ namespace gradsync {
 struct tuned {
     static constexpr std::uint32_t code = 5;
     static constexpr const char* name = "tuned";
-    int rounds = 20; // calls per candidate while tuning; at least 2
+    int rounds = 20;  // calls per candidate while tuning; at least 2
+    automatic rule{}; // its choice stays unless another candidate is measurably faster
 
-    std::uint64_t parameter() const noexcept { return std::uint64_t(std::int64_t(rounds)); }
+    // Fingerprint of rounds and the rule, which every rank must share (checked by the
+    // reducer).
+    std::uint64_t parameter() const noexcept
+    {
+        return std::uint64_t(std::int64_t(rounds)) ^ (rule.parameter() * 0xbf58476d1ce4e5b9ull);
+    }
 };
 
 // A candidate of tuned: an algorithm's code and the posting order it ran with.
@@ -65,16 +82,16 @@ public:
     static constexpr std::size_t candidates = 6;
 
     // Candidate k: algorithm k / 2, receives first where k is odd.
+    static constexpr std::uint32_t codes[] = {recursive_doubling::code, recursive_halving::code, ring::code};
     static constexpr tuned_candidate candidate(std::size_t k) noexcept
     {
-        constexpr std::uint32_t codes[] = {recursive_doubling::code, recursive_halving::code, ring::code};
         return {codes[k / 2], k % 2 ? posting_order::receives_first : posting_order::sends_first};
     }
 
     tuned_plan(const C& comm, const layer_layout& layout, const plan_options<tuned>& options)
         : count_(layout.total()), rounds_(checked_rounds(options.algorithm.rounds)),
-          times_(candidates * rounds_),
-          sums_(comm, layer_layout(candidates, {}), options_for<recursive_doubling>(options))
+          times_(candidates * rounds_), preferred_(candidate_of(comm, options.algorithm.rule, count_)),
+          sums_(comm, layer_layout(stats_.size(), {}), options_for<recursive_doubling>(options))
     {
         for (std::size_t k = 0; k < candidates; ++k) {
             pipeline_options pipeline = options.pipeline;
@@ -100,9 +117,14 @@ public:
             return std::nullopt;
         return candidate(chosen_);
     }
-    // Each candidate's median call time in seconds, summed over the ranks (zero until
-    // tuning has ended).
-    std::span<const double> measured() const noexcept { return measured_; }
+    // The candidate kept unless another is measurably faster: rule's algorithm with the
+    // transport's posting order.
+    tuned_candidate preferred() const noexcept { return candidate(preferred_); }
+    // Each candidate's median call time in seconds, and the bottom and top of its
+    // confidence interval, each summed over the ranks (zero until tuning has ended).
+    std::span<const double> measured() const noexcept { return std::span(stats_).first(candidates); }
+    std::span<const double> measured_low() const noexcept { return std::span(stats_).subspan(candidates, candidates); }
+    std::span<const double> measured_high() const noexcept { return std::span(stats_).last(candidates); }
     // The calls tuning takes.
     std::size_t tuning_calls() const noexcept { return candidates * rounds_; }
 
@@ -135,18 +157,31 @@ private:
         std::visit([&](auto& p) { p.run(comm, data, tag); }, *plans_[k]);
     }
 
+    // The index of rule's candidate.
+    static std::size_t candidate_of(const C& comm, const automatic& rule, std::size_t count)
+    {
+        const std::uint32_t code = rule.choose(count * sizeof(T), count, comm.size());
+        const std::size_t k = std::size_t(std::find(std::begin(codes), std::end(codes), code) - std::begin(codes));
+        return 2 * std::min<std::size_t>(k, 2) + (receives_first(comm) ? 1 : 0);
+    }
+
     // Every message of the call's plan was posted before the sums', and messages of one
     // pair and tag match in posting order, so the sums can share the call's tag.
     void choose(C& comm, int tag)
     {
+        const std::size_t n = rounds_ - 1;
+        const std::size_t l = std::size_t(std::max(1.0, std::floor((double(n) - 1.96 * std::sqrt(double(n))) / 2)));
         for (std::size_t k = 0; k < candidates; ++k) {
-            const auto first = times_.begin() + std::ptrdiff_t(k * rounds_ + 1), last = first + std::ptrdiff_t(rounds_ - 1);
-            const auto middle = first + std::ptrdiff_t((rounds_ - 1) / 2);
-            std::nth_element(first, middle, last);
-            measured_[k] = *middle;
+            const auto first = times_.begin() + std::ptrdiff_t(k * rounds_ + 1), last = first + std::ptrdiff_t(n);
+            std::sort(first, last);
+            stats_[k] = first[std::ptrdiff_t((n - 1) / 2)];
+            stats_[candidates + k] = first[std::ptrdiff_t(l - 1)];
+            stats_[2 * candidates + k] = first[std::ptrdiff_t(n - l)];
         }
-        sums_.run(comm, std::span<double>(measured_), tag);
-        chosen_ = std::size_t(std::min_element(measured_.begin(), measured_.end()) - measured_.begin());
+        sums_.run(comm, std::span<double>(stats_), tag);
+        const auto median = measured(), low = measured_low(), high = measured_high();
+        const std::size_t fastest = std::size_t(std::min_element(median.begin(), median.end()) - median.begin());
+        chosen_ = high[fastest] < low[preferred_] ? fastest : preferred_;
         for (std::size_t k = 0; k < candidates; ++k)
             if (k != chosen_)
                 plans_[k].reset();
@@ -154,7 +189,8 @@ private:
 
     std::size_t count_, rounds_;
     std::vector<double> times_; // [candidate][round], seconds
-    std::array<double, candidates> measured_{};
+    std::size_t preferred_;
+    std::array<double, 3 * candidates> stats_{}; // medians, bottoms, tops
     plan_of<double, C, recursive_doubling, sum> sums_;
     std::array<std::optional<candidate_plan<T, C, Policy>>, candidates> plans_;
     std::size_t calls_ = 0, chosen_ = candidates;
