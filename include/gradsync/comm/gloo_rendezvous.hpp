@@ -94,19 +94,18 @@ inline bool same_endpoint(const sockaddr_storage& a, const sockaddr_storage& b) 
     return false;
 }
 
-// A TCP device whose network thread has SIGPIPE blocked (inherited from the thread that
-// makes it) and a nice value `nice` above the caller's.
+// A TCP device whose network thread has SIGPIPE blocked and a nice value `nice` above the
+// caller's. A thread inherits its maker's signal mask, so blocking it on the caller covers
+// the short-lived maker and the network thread alike.
 inline std::shared_ptr<gloo::transport::Device> make_gloo_device(const gloo::transport::tcp::attr& attr, int nice)
 {
-    if (nice == 0) {
-        block_sigpipe();
+    block_sigpipe();
+    if (nice == 0)
         return gloo::transport::tcp::CreateDevice(attr);
-    }
     std::shared_ptr<gloo::transport::Device> device;
     std::exception_ptr failure;
     std::thread maker([&] {
         try {
-            block_sigpipe();
             errno = 0;
             const int own = ::getpriority(PRIO_PROCESS, 0); // this thread's: Linux keeps one per thread
             if ((own == -1 && errno != 0) || ::setpriority(PRIO_PROCESS, 0, std::min(19, own + nice)) != 0)
