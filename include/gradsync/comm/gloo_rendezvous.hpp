@@ -21,11 +21,10 @@
 // takes a pair's lock with a try-lock and, on level-triggered epoll, comes straight back while
 // the lock is held, so it spins while a posting thread writes a message through the same
 // pair; where ranks outnumber idle cores it can take the core from that posting thread, its
-// own or a peer's, for a scheduler slice (a millisecond or more against tens of
-// microseconds). At a lower priority it yields to the threads it waits for (docs/gloo.md,
-// "Performance"). The thread inherits its maker's nice value, and Linux keeps one per thread,
-// so the device is made on a short-lived thread whose value is raised: the caller's stays as
-// it was.
+// own or a peer's, for a scheduler slice. At a lower priority it yields to the threads it
+// waits for (docs/gloo.md, "Performance", has the figures). The thread inherits its maker's
+// nice value, and Linux keeps one per thread, so the device is made on a short-lived thread
+// whose value is raised: the caller's stays as it was.
 #pragma once
 
 #include <gloo/rendezvous/context.h>
