@@ -149,12 +149,6 @@ void run_side(benchmark::State& state, const side& s, std::size_t bytes, bool ha
         call();
 }
 
-class null_reporter : public benchmark::BenchmarkReporter {
-public:
-    bool ReportContext(const Context&) override { return true; }
-    void ReportRuns(const std::vector<Run>&) override {}
-};
-
 std::string option(int& argc, char** argv, const std::string& flag)
 {
     for (int i = 1; i + 1 < argc; ++i)
@@ -264,7 +258,7 @@ int main(int argc, char** argv)
         }
     benchmark::Initialize(&argc, argv);
     if (rank_ != 0) {
-        null_reporter quiet;
+        gradsync_bench::null_reporter quiet;
         benchmark::RunSpecifiedBenchmarks(&quiet);
     } else {
         gradsync_bench::median_table table;

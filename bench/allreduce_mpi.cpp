@@ -110,12 +110,6 @@ void run_mpi(benchmark::State& state, std::size_t count)
     timed(state, count, [&] { MPI_Allreduce(MPI_IN_PLACE, buffer.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
 }
 
-class null_reporter : public benchmark::BenchmarkReporter {
-public:
-    bool ReportContext(const Context&) override { return true; }
-    void ReportRuns(const std::vector<Run>&) override {}
-};
-
 } // namespace
 
 int main(int argc, char** argv)
@@ -225,7 +219,7 @@ int main(int argc, char** argv)
                 table.print(names, "mpi_allreduce", sizes, bus);
             }
         } else {
-            null_reporter quiet;
+            gradsync_bench::null_reporter quiet;
             benchmark::RunSpecifiedBenchmarks(&quiet);
         }
         kept_reducers.clear();

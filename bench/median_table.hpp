@@ -85,6 +85,13 @@ private:
     std::map<std::string, std::map<std::size_t, std::vector<double>>> seconds_;
 };
 
+// What ranks other than 0 report: nothing (rank 0 prints the tables).
+class null_reporter : public benchmark::BenchmarkReporter {
+public:
+    bool ReportContext(const Context&) override { return true; }
+    void ReportRuns(const std::vector<Run>&) override {}
+};
+
 // The order in which the sides of one repetition run, shuffled anew for each by a generator
 // seeded alike on every rank: a side's first calls pay for the side before it, so no side
 // may always follow the same one. Unshuffled, the sides keep their registered order.

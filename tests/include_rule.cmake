@@ -4,16 +4,17 @@
 # understood, without the ones above them. A header that no rule below places fails too, so a
 # new header gets a layer when it is added.
 #
-#   0 foundations       error.hpp types.hpp layout.hpp tags.hpp device/{span,space,cuda}.hpp
+#   0 foundations       error.hpp types.hpp layout.hpp tags.hpp broadcast_element.hpp
+#                       device/{span,space,cuda}.hpp
 #   1 communicator      communicator.hpp subgroup.hpp
 #   2 transports        comm/*.hpp
 #   3 kernels           kernels/*.hpp
 #   4 policies, memory  policy/*.hpp algorithm/memory.hpp device/{memory,policy}.hpp
-#   5 algorithms        algorithm/*.hpp plan.hpp device/nccl_passthrough.hpp
+#   5 algorithms        algorithm/*.hpp plan.hpp broadcast_plan.hpp device/nccl_passthrough.hpp
 #   6 the table         plan_table.hpp
-#   7 front doors       verify.hpp allreduce.hpp device/reducer.hpp
+#   7 front doors       verify.hpp allreduce.hpp broadcast.hpp device/{reducer,broadcaster}.hpp
 #   8 runtime           runtime/*.hpp
-#   9 umbrellas         gradsync.hpp device.hpp planner.hpp, and torch.hpp (libtorch)
+#   9 umbrellas         gradsync.hpp device.hpp planner.hpp, and torch.hpp with torch/*.hpp (libtorch)
 #
 # planner/*.hpp is a pillar beside the layers: it includes layer 0 and planner/ only, and only
 # the runtime and the umbrellas (layer 8 and up) include it. planner/calibration.hpp measures
@@ -38,7 +39,7 @@ set(planner_includer_layer 8) # the lowest layer that may include a planner/ hea
 function(layer_of rel out_layer out_kind)
   set(kind layer)
   set(layer "")
-  if(rel MATCHES "^(error|types|layout|tags)\\.hpp$" OR rel MATCHES "^device/(span|space|cuda)\\.hpp$")
+  if(rel MATCHES "^(error|types|layout|tags|broadcast_element)\\.hpp$" OR rel MATCHES "^device/(span|space|cuda)\\.hpp$")
     set(layer 0)
   elseif(rel MATCHES "^(communicator|subgroup)\\.hpp$")
     set(layer 1)
@@ -49,16 +50,16 @@ function(layer_of rel out_layer out_kind)
   elseif(rel MATCHES "^policy/[^/]+\\.hpp$" OR rel MATCHES "^algorithm/memory\\.hpp$"
          OR rel MATCHES "^device/(memory|policy)\\.hpp$")
     set(layer 4)
-  elseif(rel MATCHES "^algorithm/[^/]+\\.hpp$" OR rel MATCHES "^plan\\.hpp$"
+  elseif(rel MATCHES "^algorithm/[^/]+\\.hpp$" OR rel MATCHES "^(plan|broadcast_plan)\\.hpp$"
          OR rel MATCHES "^device/nccl_passthrough\\.hpp$")
     set(layer 5)
   elseif(rel MATCHES "^plan_table\\.hpp$")
     set(layer 6)
-  elseif(rel MATCHES "^(verify|allreduce)\\.hpp$" OR rel MATCHES "^device/reducer\\.hpp$")
+  elseif(rel MATCHES "^(verify|allreduce|broadcast)\\.hpp$" OR rel MATCHES "^device/(reducer|broadcaster)\\.hpp$")
     set(layer 7)
   elseif(rel MATCHES "^runtime/[^/]+\\.hpp$")
     set(layer 8)
-  elseif(rel MATCHES "^(gradsync|device|planner|torch)\\.hpp$")
+  elseif(rel MATCHES "^(gradsync|device|planner|torch)\\.hpp$" OR rel MATCHES "^torch/[^/]+\\.hpp$")
     set(layer 9)
   elseif(rel MATCHES "^planner/calibration\\.hpp$")
     set(layer 7)

@@ -1,4 +1,5 @@
-// The allreduce matrix, Adasum and the misuse checks over a real transport, for the launcher's N.
+// The allreduce matrix, Adasum, the misuse checks and the broadcasts over a real transport,
+// for the launcher's N.
 // Compiled three times: GRADSYNC_TEST_TRANSPORT_MPI (gradsync::mpi_communicator over
 // MPI_COMM_WORLD), GRADSYNC_TEST_TRANSPORT_BOOST_MPI (gradsync::boost_mpi_communicator over
 // boost::mpi::communicator()) and GRADSYNC_TEST_TRANSPORT_GLOO (gradsync::gloo_communicator
@@ -78,6 +79,7 @@ static transport make_comm(MPI_Comm c, gradsync::mpi_options o) { return transpo
 #include <gradsync/gradsync.hpp>
 
 #include "adasum_reference.hpp"
+#include "broadcast_data.hpp"
 #include "catch_session.hpp"
 #include "large_message.hpp"
 #include "reference.hpp"
@@ -526,6 +528,72 @@ TEST_CASE("mpi misuse: ranks that disagree get an error on every rank", "[misuse
             untouched = unchanged(data, before);
         });
     }
+}
+
+namespace {
+
+// Two calls of one broadcaster for every root and counts 0, 1, N + 1, 1000 and above two
+// pipeline segments: whether every one left the root's bits here.
+template <class T, class Algorithm>
+bool broadcasts_exact(transport& comm)
+{
+    const int n = comm.size();
+    const std::vector<std::size_t> counts{0, 1, std::size_t(n) + 1, 1000, (std::size_t(600) << 10) / sizeof(T) + 7};
+    bool exact = true;
+    for (int root = 0; root < n; ++root)
+        for (const std::size_t count : counts)
+            must_succeed("broadcast of " + std::to_string(count) + " elements from rank " + std::to_string(root), [&] {
+                gradsync::broadcaster<T, transport, Algorithm> b(comm, count, root);
+                for (int call = 1; call <= 2; ++call) {
+                    std::vector<T> data = comm.rank() == root ? broadcast_data::root_data<T>(count, root, call)
+                                                              : broadcast_data::before<T>(count, comm.rank());
+                    b(std::span<T>(data));
+                    exact = exact && broadcast_data::differs(data, broadcast_data::root_data<T>(count, root, call)).empty();
+                }
+            });
+    return exact;
+}
+
+template <class Algorithm>
+void check_broadcasts(transport& comm)
+{
+    CHECK(everywhere(broadcasts_exact<gradsync::half, Algorithm>(comm)));
+    CHECK(everywhere(broadcasts_exact<gradsync::bfloat16, Algorithm>(comm)));
+    CHECK(everywhere(broadcasts_exact<float, Algorithm>(comm)));
+    CHECK(everywhere(broadcasts_exact<double, Algorithm>(comm)));
+    CHECK(everywhere(broadcasts_exact<std::byte, Algorithm>(comm)));
+}
+
+} // namespace
+
+TEST_CASE("mpi broadcast: every algorithm and element type copies the root's bits", "[broadcast]")
+{
+    transport comm = make_comm();
+    check_broadcasts<gradsync::binomial_tree>(comm);
+    check_broadcasts<gradsync::scatter_allgather>(comm);
+    check_broadcasts<gradsync::automatic_broadcast>(comm);
+}
+
+TEST_CASE("mpi broadcast misuse: a bad or disagreeing root is refused on every rank", "[broadcast]")
+{
+    transport comm = make_comm();
+    const int n = comm.size(), r = comm.rank();
+    const auto attempt = [&](int root) {
+        return [&comm, root](bool& untouched) {
+            std::vector<std::byte> data = broadcast_data::before<std::byte>(100, comm.rank());
+            const std::vector<std::byte> before = data;
+            try {
+                gradsync::broadcast(comm, std::span<std::byte>(data), root);
+            } catch (...) {
+                untouched = unchanged(data, before);
+                throw;
+            }
+            untouched = unchanged(data, before);
+        };
+    };
+    expect_everywhere(kind::usage, "out of range", attempt(n));
+    if (n > 1)
+        expect_everywhere(kind::mismatch, "the root", attempt(r == n - 1 ? 1 : 0));
 }
 
 TEST_CASE("mpi communicator: non-overtaking order, zero-byte messages, size mismatches", "[comm]")

@@ -9,15 +9,12 @@
 // One intra-op thread: each rank is a thread, and torch's pool would otherwise be shared and
 // reorder nothing but the time. Rank code only records; CHECKs run on the main thread.
 // libtorch first: it brings glog, whose CHECK macro Catch's must replace, not the other way.
-#include <gradsync/torch.hpp>
+#include "torch_harness.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <gradsync/gradsync.hpp>
-
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,114 +23,8 @@
 
 namespace {
 
-using gradsync::local_communicator;
-using gradsync::local_group;
+using namespace gradsync_test;
 using Catch::Matchers::Contains;
-using gradsync_test::kind;
-using gradsync_test::kind_name;
-using gradsync_test::outcome;
-
-// LeNet-5 for 28x28 images, as in Horovod's PyTorch MNIST example's shape.
-struct lenet_impl : torch::nn::Module {
-    explicit lenet_impl(int fc1_out = 120)
-        : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 6, 5).padding(2)))),
-          conv2(register_module("conv2", torch::nn::Conv2d(6, 16, 5))),
-          fc1(register_module("fc1", torch::nn::Linear(16 * 5 * 5, fc1_out))),
-          fc2(register_module("fc2", torch::nn::Linear(fc1_out, 84))),
-          fc3(register_module("fc3", torch::nn::Linear(84, 10)))
-    {
-    }
-
-    torch::Tensor forward(torch::Tensor x)
-    {
-        x = torch::max_pool2d(torch::relu(conv1->forward(x)), 2);
-        x = torch::max_pool2d(torch::relu(conv2->forward(x)), 2);
-        x = torch::relu(fc1->forward(x.flatten(1)));
-        x = torch::relu(fc2->forward(x));
-        return torch::log_softmax(fc3->forward(x), 1);
-    }
-
-    torch::nn::Conv2d conv1, conv2;
-    torch::nn::Linear fc1, fc2, fc3;
-};
-TORCH_MODULE_IMPL(lenet, lenet_impl);
-
-struct batch {
-    torch::Tensor x, y;
-};
-
-// Inputs per [step][rank], made on the main thread from one seed.
-std::vector<std::vector<batch>> batches(int steps, int n)
-{
-    torch::manual_seed(7);
-    std::vector<std::vector<batch>> b(static_cast<std::size_t>(steps));
-    for (auto& step : b)
-        for (int r = 0; r < n; ++r)
-            step.push_back({torch::randn({4, 1, 28, 28}), torch::randint(0, 10, {4})});
-    return b;
-}
-
-// n replicas with equal parameters.
-std::vector<lenet> replicas(int n)
-{
-    torch::manual_seed(1);
-    std::vector<lenet> m{lenet()};
-    for (int r = 1; r < n; ++r) {
-        lenet copy;
-        torch::NoGradGuard no_grad;
-        for (std::size_t i = 0; i < copy->parameters().size(); ++i)
-            copy->parameters()[i].copy_(m[0]->parameters()[i]);
-        m.push_back(copy);
-    }
-    return m;
-}
-
-std::vector<float> flat_of(const std::vector<torch::Tensor>& tensors)
-{
-    std::vector<float> v;
-    for (const torch::Tensor& t : tensors) {
-        const torch::Tensor c = t.contiguous();
-        v.insert(v.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-    }
-    return v;
-}
-
-std::vector<float> gradients_of(lenet& m)
-{
-    std::vector<torch::Tensor> g;
-    for (const torch::Tensor& p : m->parameters())
-        g.push_back(p.grad());
-    return flat_of(g);
-}
-
-void backward(lenet& m, const batch& b) { torch::nll_loss(m->forward(b.x), b.y).backward(); }
-
-// Each rank's gradients reduced group by group, as the synchronizer does with the plan.
-template <class Policy>
-std::vector<std::vector<float>> reduce_by_group(std::vector<std::vector<float>> local,
-                                                const std::vector<std::size_t>& sizes,
-                                                const gradsync::planner::plan& plan)
-{
-    const int n = int(local.size());
-    std::vector<std::size_t> offset{0};
-    for (std::size_t s : sizes)
-        offset.push_back(offset.back() + s);
-    local_group group(n);
-    group.run([&](local_communicator& comm) {
-        std::vector<float>& mine = local[std::size_t(comm.rank())];
-        for (const std::vector<std::size_t>& g : plan) {
-            const std::span<const std::size_t> layers = std::span(sizes).subspan(g.front(), g.size());
-            gradsync::reducer<float, local_communicator, Policy> r(comm, layers);
-            r(std::span<float>(mine).subspan(offset[g.front()], offset[g.back() + 1] - offset[g.front()]));
-        }
-    });
-    return local;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b)
-{
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 struct recorded {
     std::vector<std::vector<std::vector<float>>> reduced; // [step][rank]
@@ -202,10 +93,6 @@ void check_against_reference(int n, const gradsync::data_parallel_options& optio
             CHECK(calls == std::uint64_t(steps));
 }
 
-struct one_thread {
-    one_thread() { torch::set_num_threads(1); }
-};
-const one_thread single_intra_op_thread;
 
 } // namespace
 
@@ -347,6 +234,82 @@ TEST_CASE("model change: each rank's Adam step, the changes reduced and applied,
         check_model_change<gradsync::adasum>(n);
         check_model_change<gradsync::average>(n);
     }
+}
+
+// The model change with each parameter's local step in its hook (overlap()) against the
+// change after backward, both under one plan: the same bits, every step, every rank.
+template <class Policy, class Optimizer, class Options>
+void check_overlap(int n, const Options& optimizer_options, const gradsync::planner::plan& plan)
+{
+    constexpr int steps = 3;
+    const auto inputs = batches(steps, n);
+    std::vector<std::vector<std::vector<std::vector<float>>>> got(2); // [overlapped][step][rank]
+    for (int overlapped = 0; overlapped < 2; ++overlapped) {
+        got[std::size_t(overlapped)].assign(steps, std::vector<std::vector<float>>(std::size_t(n)));
+        std::vector<lenet> models = replicas(n);
+        local_group group(n);
+        group.run([&](local_communicator& comm) {
+            const std::size_t r = std::size_t(comm.rank());
+            Optimizer optimizer(models[r]->parameters(), optimizer_options);
+            gradsync::data_parallel_options options;
+            options.reduce = gradsync::reduction_target::model_change;
+            gradsync::data_parallel<float, local_communicator, Policy> dp(comm, *models[r], options);
+            if (overlapped)
+                dp.overlap(optimizer);
+            dp.use_plan(plan);
+            for (int s = 0; s < steps; ++s) {
+                dp.zero_grad();
+                backward(models[r], inputs[std::size_t(s)][r]);
+                dp.step(optimizer);
+                got[std::size_t(overlapped)][std::size_t(s)][r] = flat_of(models[r]->parameters());
+            }
+        });
+    }
+    for (int s = 0; s < steps; ++s)
+        for (int r = 0; r < n; ++r) {
+            INFO(Policy::name << ", " << n << " ranks, " << plan.size() << " groups, step " << s << ", rank " << r);
+            CHECK(same_bits(got[1][std::size_t(s)][std::size_t(r)], got[0][std::size_t(s)][std::size_t(r)]));
+            CHECK(same_bits(got[1][std::size_t(s)][std::size_t(r)], got[1][std::size_t(s)][0]));
+        }
+}
+
+TEST_CASE("model change overlapped with backward: each parameter's local step in its hook, the same bits",
+          "[torch]")
+{
+    const gradsync::planner::plan one{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}};
+    const gradsync::planner::plan each = per_layer_plan(10);
+    for (int n = 1; n <= 4; ++n)
+        for (const gradsync::planner::plan& plan : {one, each}) {
+            check_overlap<gradsync::adasum, torch::optim::Adam>(n, torch::optim::AdamOptions(1e-3), plan);
+            check_overlap<gradsync::adasum, torch::optim::SGD>(n, torch::optim::SGDOptions(0.05).momentum(0.9),
+                                                               plan);
+            check_overlap<gradsync::average, torch::optim::SGD>(n, torch::optim::SGDOptions(0.05).momentum(0.9),
+                                                                plan);
+        }
+    std::vector<lenet> models = replicas(1);
+    outcome gradients, other;
+    local_group one_rank(1);
+    one_rank.run([&](local_communicator& comm) {
+        torch::optim::SGD sgd(models[0]->parameters(), torch::optim::SGDOptions(0.01));
+        torch::optim::SGD another(models[0]->parameters(), torch::optim::SGDOptions(0.01));
+        gradsync::data_parallel<float, local_communicator> plain(comm, *models[0]);
+        record(gradients, false, [&] { plain.overlap(sgd); });
+    });
+    one_rank.run([&](local_communicator& comm) {
+        torch::optim::SGD sgd(models[0]->parameters(), torch::optim::SGDOptions(0.01));
+        torch::optim::SGD another(models[0]->parameters(), torch::optim::SGDOptions(0.01));
+        gradsync::data_parallel_options options;
+        options.reduce = gradsync::reduction_target::model_change;
+        gradsync::data_parallel<float, local_communicator> dp(comm, *models[0], options);
+        dp.overlap(sgd);
+        dp.zero_grad();
+        backward(models[0], batches(1, 1)[0][0]);
+        record(other, false, [&] { dp.step(another); });
+    });
+    INFO(gradients.what);
+    CHECK_THAT(gradients.what, Contains("overlap() is for reduce = reduction_target::model_change"));
+    INFO(other.what);
+    CHECK_THAT(other.what, Contains("step() with another optimizer than the one given to overlap()"));
 }
 
 TEST_CASE("replicas stay bitwise identical through SGD steps", "[torch]")

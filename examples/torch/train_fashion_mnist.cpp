@@ -1,9 +1,12 @@
 // train_fashion_mnist: data-parallel training of Horovod's MNIST network (lenet.hpp) on
 // Fashion-MNIST with gradsync::data_parallel (docs/torch.md), in the setting of the Adasum
 // paper's LeNet-5 study: momentum SGD, a batch of 32 per rank, a linear warm-up over the first
-// 17% of the steps from zero to the peak rate and a linear decay back to zero at the end.
+// 17% of the steps from zero to the peak rate and a linear decay back to zero at the end. The
+// policy combines the gradients, or (--reduce model_change) the change of each rank's own
+// step, its momentum kept per rank as in Horovod's Adasum optimizer.
 //
 //   train_fashion_mnist --ranks 8 --policy adasum --epochs 2 --lr 0.0328 --seed 1
+//   train_fashion_mnist --ranks 32 --policy adasum --reduce model_change --trace trace.csv
 //   train_fashion_mnist --study accuracy --seeds 1,2,3 --out DIR
 //   train_fashion_mnist --study schedule --ranks 2 --out DIR
 //
@@ -12,9 +15,12 @@
 // share of one permutation of the 60 000 training images, the same on every rank; rank 0
 // prints a line per epoch and, at the end, one "result ..." line for scripts.
 //
-// The accuracy study (accuracy_study.hpp): one run per policy, rank count and seed, the
-// schedule unchanged, then a table of the test accuracy per policy and rank count, runs.csv
-// and accuracy.svg in --out.
+// The accuracy study (accuracy_study.hpp): one run per column (policy and what it reduces),
+// rank count and seed, the schedule unchanged, then a table of the test accuracy per column
+// and rank count, runs.csv and accuracy.svg in --out.
+//
+// --trace FILE (trace.hpp) writes, per step, how alike the ranks' gradients (and momentum
+// buffers) are and what the policy makes of them.
 //
 // The scheduling study (schedule_study.hpp): the step's time under each merge plan over an
 // emulated slow link, beside the planner's prediction and the plain libtorch loop;
@@ -29,6 +35,7 @@
 #include "idx.hpp"
 #include "lenet.hpp"
 #include "schedule_study.hpp"
+#include "trace.hpp"
 
 #if GRADSYNC_TRAINER_MPI
 #include <gradsync/comm/mpi.hpp>
@@ -43,6 +50,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -52,11 +60,16 @@
 namespace {
 
 using gradsync_examples::lenet;
+using gradsync_examples::study_column;
 
 struct options {
     std::string study; // "", "accuracy" or "schedule"
     int ranks = 0;     // 0: 1, or 2 for the scheduling study
     std::string policy = "average";
+    std::string reduce = "gradients";      // or "model_change"
+    std::string momentum_buffer = "own";   // model change: or "combined" (a diagnostic)
+    std::string compress = "none";         // or "fp16", "bf16": the gradients on the wire
+    std::filesystem::path trace;           // empty: no trace
     int epochs = 2;
     int batch = 32;
     double lr = 0.0328;
@@ -67,22 +80,26 @@ struct options {
     std::filesystem::path data = "/usr/share/datasets/fashion-mnist";
     std::vector<std::uint64_t> seeds{1, 2, 3};
     std::vector<std::uint64_t> rank_counts{1, 4, 8, 16, 32};
-    std::vector<std::string> policies{"sum", "average", "adasum"};
+    std::vector<study_column> columns{
+        {"sum", "gradients"}, {"average", "gradients"}, {"adasum", "gradients"}, {"adasum", "model_change"}};
     std::filesystem::path out = "fashion_mnist_out";
     gradsync_examples::schedule_options schedule{};
 };
 
 const char* usage =
-    "usage: train_fashion_mnist [--ranks N] [--policy sum|average|adasum] [--epochs E] [--batch B]\n"
-    "                           [--lr PEAK] [--momentum M] [--warmup SHARE] [--seed S]\n"
-    "                           [--train-limit IMAGES] [--data DIR]\n"
+    "usage: train_fashion_mnist [--ranks N] [--policy sum|average|adasum] [--reduce gradients|model_change]\n"
+    "                           [--epochs E] [--batch B] [--lr PEAK] [--momentum M] [--warmup SHARE]\n"
+    "                           [--seed S] [--train-limit IMAGES] [--data DIR] [--trace FILE]\n"
+    "                           [--momentum-buffer own|combined] [--compress none|fp16|bf16]\n"
     "       train_fashion_mnist --study accuracy [--seeds S,...] [--rank-counts N,...]\n"
-    "                           [--policies P,...] [--out DIR] [training options]\n"
+    "                           [--policies P[:model_change],...] [--out DIR] [training options]\n"
     "       train_fashion_mnist --study schedule [--ranks N] [--alpha SECONDS] [--beta SECONDS_PER_BYTE]\n"
     "                           [--out DIR] [--batch B] [--data DIR]\n"
-    "defaults: 1 rank, average, 2 epochs, batch 32 per rank, peak 0.0328, momentum 0.9, warm-up 0.17,\n"
-    "seed 1, every image, /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist);\n"
-    "accuracy: seeds 1,2,3, rank counts 1,4,8,16,32, policies sum,average,adasum;\n"
+    "defaults: 1 rank, average, gradients, 2 epochs, batch 32 per rank, peak 0.0328, momentum 0.9,\n"
+    "warm-up 0.17, seed 1, every image, /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist),\n"
+    "no trace, momentum buffer own (combined: each rank's set to the combined change / -rate after each\n"
+    "step of the model change), no compression;\n"
+    "accuracy: seeds 1,2,3, rank counts 1,4,8,16,32, policies sum,average,adasum,adasum:model_change;\n"
     "schedule: 2 ranks, alpha 1e-3, beta 1e-7; out: fashion_mnist_out\n";
 
 [[noreturn]] void refuse(const std::string& what)
@@ -120,6 +137,17 @@ std::vector<Item> list(std::string_view flag, const char* text)
     }
 }
 
+// --policies items: a policy, alone (the gradients) or with ":model_change" or ":gradients".
+std::vector<study_column> columns(const std::vector<std::string>& items)
+{
+    std::vector<study_column> out;
+    for (const std::string& item : items) {
+        const std::size_t colon = item.find(':');
+        out.push_back({item.substr(0, colon), colon == std::string::npos ? "gradients" : item.substr(colon + 1)});
+    }
+    return out;
+}
+
 options parse(int argc, char** argv)
 {
     options o;
@@ -134,6 +162,14 @@ options parse(int argc, char** argv)
             o.ranks = int(number(flag, v));
         else if (flag == "--policy")
             o.policy = v;
+        else if (flag == "--reduce")
+            o.reduce = v;
+        else if (flag == "--momentum-buffer")
+            o.momentum_buffer = v;
+        else if (flag == "--compress")
+            o.compress = v;
+        else if (flag == "--trace")
+            o.trace = v;
         else if (flag == "--epochs")
             o.epochs = int(number(flag, v));
         else if (flag == "--batch")
@@ -157,7 +193,7 @@ options parse(int argc, char** argv)
         else if (flag == "--rank-counts")
             o.rank_counts = list<std::uint64_t>(flag, v);
         else if (flag == "--policies")
-            o.policies = list<std::string>(flag, v);
+            o.columns = columns(list<std::string>(flag, v));
         else if (flag == "--out")
             o.out = v;
         else if (flag == "--alpha")
@@ -176,11 +212,24 @@ options parse(int argc, char** argv)
     for (std::uint64_t n : o.rank_counts)
         if (n < 1 || n > 1024)
             refuse("--rank-counts are 1 to 1024, got " + std::to_string(n));
-    std::vector<std::string> policies = o.policies;
-    policies.push_back(o.policy);
-    for (const std::string& p : policies)
-        if (p != "sum" && p != "average" && p != "adasum")
-            refuse("a policy is sum, average or adasum, not '" + p + "'");
+    if (o.reduce != "gradients" && o.reduce != "model_change")
+        refuse("--reduce is gradients or model_change, not '" + o.reduce + "'");
+    std::vector<study_column> runs = o.columns;
+    runs.push_back({o.policy, o.reduce});
+    for (const auto& [policy, reduce] : runs) {
+        if (policy != "sum" && policy != "average" && policy != "adasum")
+            refuse("a policy is sum, average or adasum, not '" + policy + "'");
+        if (reduce != "gradients" && reduce != "model_change")
+            refuse("a policy reduces gradients or model_change, not '" + reduce + "'");
+    }
+    if (o.compress != "none" && o.compress != "fp16" && o.compress != "bf16")
+        refuse("--compress is none, fp16 or bf16, not '" + o.compress + "'");
+    if (o.momentum_buffer != "own" && o.momentum_buffer != "combined")
+        refuse("--momentum-buffer is own or combined, not '" + o.momentum_buffer + "'");
+    if (o.momentum_buffer == "combined" && (o.reduce != "model_change" || o.momentum == 0))
+        refuse("--momentum-buffer combined needs --reduce model_change and a momentum");
+    if (!o.trace.empty() && !o.study.empty())
+        refuse("--trace follows one run, not a study");
     return o;
 }
 
@@ -247,6 +296,13 @@ std::uint64_t fingerprint(lenet& model)
     return h;
 }
 
+// The momentum buffer that libtorch's SGD keeps for p, from its first step on.
+torch::Tensor& momentum_buffer(torch::optim::SGD& sgd, const torch::Tensor& p)
+{
+    auto& state = sgd.state().at(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    return static_cast<torch::optim::SGDParamState&>(*state).momentum_buffer();
+}
+
 template <class Policy, class Comm>
 outcome train(Comm& comm, lenet& model, const images& train_set, const images& test, const options& o, bool printing)
 {
@@ -259,7 +315,20 @@ outcome train(Comm& comm, lenet& model, const images& train_set, const images& t
                                     " images are fewer than one step of " + std::to_string(per_step));
     const std::int64_t steps = steps_per_epoch * o.epochs;
     torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0).momentum(o.momentum));
-    gradsync::data_parallel<float, Comm, Policy> dp(comm, *model);
+    const bool model_change = o.reduce == "model_change";
+    gradsync::data_parallel_options dp_options;
+    if (model_change)
+        dp_options.reduce = gradsync::reduction_target::model_change;
+    dp_options.compress = o.compress == "fp16"   ? gradsync::compression::fp16
+                          : o.compress == "bf16" ? gradsync::compression::bf16
+                                                 : gradsync::compression::none;
+    gradsync::data_parallel<float, Comm, Policy> dp(comm, *model, dp_options);
+    // The trace follows the momentum buffers too when each rank steps with its own.
+    const std::vector<torch::Tensor> params = model->parameters();
+    const bool buffers = model_change && o.momentum > 0;
+    std::optional<gradsync_examples::combine_trace<Comm, Policy>> trace;
+    if (!o.trace.empty())
+        trace.emplace(comm, params, buffers, o.trace);
     outcome out;
     for (int e = 0; e < o.epochs; ++e) {
         torch::Generator shuffle = at::detail::createCPUGenerator(o.seed * 1000 + std::uint64_t(e));
@@ -274,20 +343,43 @@ outcome train(Comm& comm, lenet& model, const images& train_set, const images& t
             const torch::Tensor loss = torch::nll_loss(model->forward(train_set.x.index_select(0, picked)),
                                                        train_set.y.index_select(0, picked));
             loss.backward();
-            dp.synchronize();
-            sgd.step();
+            dp.step(sgd);
             loss_sum += loss.item<double>();
+            if (trace) {
+                if (buffers)
+                    for (std::size_t l = 0; l < params.size(); ++l)
+                        trace->momentum(l).copy_(momentum_buffer(sgd, params[l]));
+                trace->record(e * steps_per_epoch + s, rate);
+            }
+            // The diagnostic: every rank's momentum as if its step had made the combined change.
+            if (o.momentum_buffer == "combined")
+                for (const torch::Tensor& p : params) {
+                    torch::Tensor& buffer = momentum_buffer(sgd, p);
+                    if (rate > 0)
+                        buffer.copy_(p.grad()).div_(-rate);
+                    else
+                        buffer.zero_();
+                }
         }
         if (printing) {
             out.test_accuracy = accuracy(model, test);
             out.seconds = std::chrono::duration<double>(clock::now() - start).count();
             out.train_loss = loss_sum / double(steps_per_epoch);
-            std::printf("epoch %d/%d: %lld ranks, %s, train loss %.4f (rank 0), test accuracy %.2f%%, %.1f s\n", e + 1,
+            std::printf("epoch %d/%d: %lld ranks, %s, train loss %.4f (rank 0), test accuracy %.2f%%, %.1f s", e + 1,
                         o.epochs, static_cast<long long>(n), o.policy.c_str(), loss_sum / double(steps_per_epoch),
                         100 * out.test_accuracy, out.seconds);
+            if (trace) {
+                const std::vector<gradsync_examples::trace_means> means = trace->means();
+                for (std::size_t k = 0; k < means.size(); ++k)
+                    std::printf("; %s: mean cosine %.3f, norm ratio %.3f, signal gain %.2f", trace->kinds[k],
+                                means[k].cosine, means[k].norm_ratio, means[k].signal_gain);
+            }
+            std::printf("\n");
             std::fflush(stdout);
         }
     }
+    if (trace)
+        trace->close();
     out.parameters = fingerprint(model);
     return out;
 }
@@ -333,20 +425,20 @@ outcome run_threads(const images& train_set, const images& test, const options& 
 
 void print_result(const options& o, int ranks, const outcome& r)
 {
-    std::printf("result policy=%s ranks=%d seed=%llu epochs=%d lr=%g test_accuracy=%.4f parameters=%016llx "
-                "seconds=%.1f\n",
-                o.policy.c_str(), ranks, static_cast<unsigned long long>(o.seed), o.epochs, o.lr, r.test_accuracy,
-                static_cast<unsigned long long>(r.parameters), r.seconds);
+    std::printf("result policy=%s reduce=%s compress=%s ranks=%d seed=%llu epochs=%d lr=%g test_accuracy=%.4f "
+                "parameters=%016llx seconds=%.1f\n",
+                o.policy.c_str(), o.reduce.c_str(), o.compress.c_str(), ranks, static_cast<unsigned long long>(o.seed), o.epochs, o.lr,
+                r.test_accuracy, static_cast<unsigned long long>(r.parameters), r.seconds);
     std::fflush(stdout);
 }
 
 // Every policy at every rank count and seed, over threads (accuracy_study.hpp).
 void accuracy_study(const images& train_set, const images& test, options o)
 {
-    const gradsync_examples::accuracy_setting setting{o.epochs, o.batch, o.lr, o.seeds, o.rank_counts, o.policies,
+    const gradsync_examples::accuracy_setting setting{o.epochs, o.batch, o.lr, o.seeds, o.rank_counts, o.columns,
                                                       o.out};
-    gradsync_examples::accuracy_study(setting, [&](const std::string& policy, int ranks, std::uint64_t seed) {
-        o.seed = seed, o.ranks = ranks, o.policy = policy;
+    gradsync_examples::accuracy_study(setting, [&](const study_column& column, int ranks, std::uint64_t seed) {
+        o.seed = seed, o.ranks = ranks, o.policy = column.policy, o.reduce = column.reduce;
         const outcome r = run_threads(train_set, test, o);
         print_result(o, o.ranks, r);
         return gradsync_examples::run_outcome{r.test_accuracy, r.train_loss, r.seconds};

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 
 #include <gradsync/algorithm/automatic.hpp>
 #include <gradsync/algorithm/exchange.hpp>
@@ -65,24 +66,21 @@ struct reducer_options {
 
 namespace detail {
 
-// The plan of (Algorithm, Policy, Memory), built once every rank has agreed on it, the size
-// check of every call, the call's stamped tag and the naming of its errors: what reducer and
-// device_reducer's direct path share. `who` names the front door in messages.
-template <element T, communicator Comm, class Policy, class Algorithm, class Memory>
+// A plan built once every rank has agreed on its signature, the size check of every call,
+// the call's stamped tag and the naming of its errors: what every front door shares (the
+// reducers, the broadcasters). `who` names the front door in messages, `what` its object
+// ("reducer"), `about` what it was planned for; the plan is built from (comm, plan_args...).
+template <communicator Comm, class Plan>
 class agreed_plan {
 public:
-    using plan_type = plan_of<T, Comm, Algorithm, Policy, Memory>;
-    static_assert(reduction_plan<plan_type>, "gradsync: a plan of the table does not model reduction_plan");
+    using plan_type = Plan;
 
-    agreed_plan(Comm& comm, std::size_t count, const layer_layout& layout, const plan_options<Algorithm>& options,
-                int tag, const char* who)
-        : who_(who), base_(tag), bits_(tags::stamp_bits(tag_limit(comm))),
-          identity_(verify_agreement(comm, call_signature<T, Policy, Memory>(comm, count, layout, options, tag), who,
-                                     layout.sizes())),
-          plan_(comm, layout, options),
-          name_("reducer #" + std::to_string(identity_) + " (" + std::to_string(count) + " " + element_traits<T>::name +
-                " elements in " + std::to_string(layout.layers()) + (layout.layers() == 1 ? " layer, " : " layers, ") +
-                Policy::name + ", " + Algorithm::name + ")")
+    template <class... PlanArgs>
+    agreed_plan(Comm& comm, const signature& mine, std::span<const std::size_t> detail, int tag, const char* who,
+                const char* what, const std::string& about, PlanArgs&&... plan_args)
+        : who_(who), what_(what), base_(tag), bits_(tags::stamp_bits(tag_limit(comm))),
+          identity_(verify_agreement(comm, mine, who, detail)), plan_(comm, std::forward<PlanArgs>(plan_args)...),
+          name_(std::string(what) + " #" + std::to_string(identity_) + " (" + about + ")")
     {
     }
 
@@ -105,7 +103,7 @@ public:
     {
         if (elements != plan_.count())
             throw usage_error(std::string(who_) + " (" + where(comm) + "): buffer holds " + std::to_string(elements) +
-                              " elements, the reducer was planned for " + std::to_string(plan_.count()));
+                              " elements, the " + what_ + " was planned for " + std::to_string(plan_.count()));
     }
 
     const plan_type& plan() const noexcept { return plan_; }
@@ -115,7 +113,7 @@ public:
 private:
     std::string prefix(const Comm& comm) const { return std::string(who_) + " (" + where(comm) + "): " + name_ + ", "; }
 
-    // The error in flight, rethrown as its own kind with this reducer and call in front.
+    // The error in flight, rethrown as its own kind with this plan's name and call in front.
     [[noreturn]] void rethrow_named(const Comm& comm, std::uint64_t call) const
     {
         const std::string at = prefix(comm) + "call " + std::to_string(call) + ": ";
@@ -138,8 +136,8 @@ private:
         }
     }
 
-    // What the stamp of a peer's message says: another reducer's (the identity nearest this
-    // one with those low bits), or another call of this one.
+    // What the stamp of a peer's message says: another reducer's or broadcaster's (the identity
+    // nearest this one with those low bits), or another call of this one.
     std::string foreign(const foreign_message_error& e, std::uint64_t call) const
     {
         const tags::stamp theirs = tags::stamp_of(e.found(), bits_);
@@ -149,24 +147,47 @@ private:
         const std::uint64_t up = (theirs.identity - tags::low_bits(identity_, id_bits)) & (ids - 1);
         if (up != 0) {
             const std::uint64_t other = up <= ids / 2 ? identity_ + up : identity_ - (ids - up);
-            return "which belongs to reducer #" + std::to_string(other) + ", not to this one: " + peer +
-                " called another reducer where this rank called this one; every rank must call its reducers in "
-                "the same order";
+            // Reducers and broadcasters draw identities from one count, so the number is either's.
+            const std::string id = std::to_string(other);
+            return "which belongs to reducer #" + id + " or broadcaster #" + id + ", not to this " + what_ + ": " +
+                peer + " called another where this rank called this one; every rank must call its reducers and "
+                "broadcasters in the same order";
         }
         const std::uint64_t ahead = tags::low_bits(theirs.call - call, std::min(bits_, tags::call_bits));
         const std::string where_it_is = ahead == 1 ? "one call ahead of" : ahead == 2 ? "two calls away from" : "one call behind";
-        return "which belongs to this reducer's call " +
+        return "which belongs to this " + std::string(what_) + "'s call " +
             std::to_string(ahead == 1 ? call + 1 : ahead == 2 ? call + 2 : call - 1) + ": " + peer + " is " +
             where_it_is + " this rank (a rank skipped a call, or made an extra one)";
     }
 
     const char* who_;
+    const char* what_;
     int base_, bits_;
     std::uint64_t identity_;
     plan_type plan_;
     std::string name_;
     std::uint64_t calls_ = 0;
     std::uint64_t failed_ = 0; // the call that failed, if one did
+};
+
+// The agreed plan of a reduction: the plan of (Algorithm, Policy, Memory) from the table.
+template <element T, communicator Comm, class Policy, class Algorithm, class Memory>
+class agreed_reduction : public agreed_plan<Comm, plan_of<T, Comm, Algorithm, Policy, Memory>> {
+    static_assert(reduction_plan<plan_of<T, Comm, Algorithm, Policy, Memory>>,
+                  "gradsync: a plan of the table does not model reduction_plan");
+
+public:
+    agreed_reduction(Comm& comm, std::size_t count, const layer_layout& layout, const plan_options<Algorithm>& options,
+                     int tag, const char* who)
+        : agreed_plan<Comm, plan_of<T, Comm, Algorithm, Policy, Memory>>(
+              comm, call_signature<T, Policy, Memory>(comm, count, layout, options, tag), layout.sizes(), tag, who,
+              "reducer",
+              std::to_string(count) + " " + element_traits<T>::name + " elements in " +
+                  std::to_string(layout.layers()) + (layout.layers() == 1 ? " layer, " : " layers, ") + Policy::name +
+                  ", " + Algorithm::name,
+              layout, options)
+    {
+    }
 };
 
 inline std::size_t total_of(std::span<const std::size_t> layers) { return layer_layout(0, layers).total(); }
@@ -177,7 +198,7 @@ template <element T, communicator Comm, reduction_policy Policy = sum, allreduce
 class reducer {
     static_assert(has_plan<T, Comm, Algorithm, Policy>,
                   "gradsync::reducer: no plan runs this algorithm for this policy in host memory (plan_table.hpp)");
-    using agreed = detail::agreed_plan<T, Comm, Policy, Algorithm, host_memory>;
+    using agreed = detail::agreed_reduction<T, Comm, Policy, Algorithm, host_memory>;
 
 public:
     using plan_type = typename agreed::plan_type;

@@ -1,4 +1,4 @@
-// gradsync: gradient allreduce for data-parallel training.
+// gradsync: gradient allreduce (and broadcast) for data-parallel training.
 // This umbrella header includes everything that needs no outside library. Transports that
 // do are included by name: <gradsync/comm/mpi.hpp>, <gradsync/comm/boost_mpi.hpp>.
 #pragma once
@@ -7,15 +7,21 @@
 #include <gradsync/algorithm/adasum_recursive_halving.hpp>
 #include <gradsync/algorithm/adasum_ring.hpp>
 #include <gradsync/algorithm/automatic.hpp>
+#include <gradsync/algorithm/automatic_broadcast.hpp>
+#include <gradsync/algorithm/binomial_tree.hpp>
 #include <gradsync/algorithm/exchange.hpp>
 #include <gradsync/algorithm/hierarchical.hpp>
 #include <gradsync/algorithm/memory.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
+#include <gradsync/algorithm/scatter_allgather.hpp>
 #include <gradsync/algorithm/schedule.hpp>
 #include <gradsync/algorithm/tuned.hpp>
 #include <gradsync/allreduce.hpp>
+#include <gradsync/broadcast.hpp>
+#include <gradsync/broadcast_element.hpp>
+#include <gradsync/broadcast_plan.hpp>
 #include <gradsync/comm/local.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>

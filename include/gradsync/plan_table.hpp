@@ -13,6 +13,14 @@
 //   tuned               tuned_plan (host memory only)     none (algorithm/tuned.hpp says why)
 //   nccl_passthrough    (device/nccl_passthrough.hpp: NCCL's memory only)
 //
+// Broadcasts have no policy: a broadcast_row<Algorithm> (broadcast_plan.hpp) names one plan
+// per memory, and every broadcast plan runs in every memory:
+//
+//   algorithm            every memory
+//   binomial_tree        binomial_tree_plan
+//   scatter_allgather    scatter_allgather_plan
+//   automatic_broadcast  automatic_broadcast_plan
+//
 // Every plan takes the memory as its last parameter (algorithm/memory.hpp): host memory or
 // a memory space (device/memory.hpp). An elementwise plan needs a memory whose kernels
 // combine that policy (Memory::combines<Policy>: host memory for every elementwise policy,
@@ -29,12 +37,17 @@
 #include <gradsync/algorithm/adasum_recursive_halving.hpp>
 #include <gradsync/algorithm/adasum_ring.hpp>
 #include <gradsync/algorithm/automatic.hpp>
+#include <gradsync/algorithm/automatic_broadcast.hpp>
+#include <gradsync/algorithm/binomial_tree.hpp>
 #include <gradsync/algorithm/hierarchical.hpp>
 #include <gradsync/algorithm/memory.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
+#include <gradsync/algorithm/scatter_allgather.hpp>
 #include <gradsync/algorithm/tuned.hpp>
+#include <gradsync/broadcast_element.hpp>
+#include <gradsync/broadcast_plan.hpp>
 #include <gradsync/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/types.hpp>
@@ -56,6 +69,17 @@ struct elementwise_and_adasum_row {
             return std::type_identity<Adasum<T, C, Memory>>{};
         else
             return std::type_identity<no_plan>{};
+    }
+};
+
+// The row of a broadcast algorithm whose one plan runs in every memory.
+template <template <class, class, class> class Plan>
+struct every_memory_row {
+    static constexpr bool exists = true;
+    template <broadcast_element T, class C, class Memory>
+    static auto select()
+    {
+        return std::type_identity<Plan<T, C, Memory>>{};
     }
 };
 
@@ -111,6 +135,15 @@ struct plan_row<tuned> {
             return std::type_identity<no_plan>{};
     }
 };
+
+template <>
+struct broadcast_row<binomial_tree> : detail::every_memory_row<binomial_tree_plan> {};
+
+template <>
+struct broadcast_row<scatter_allgather> : detail::every_memory_row<scatter_allgather_plan> {};
+
+template <>
+struct broadcast_row<automatic_broadcast> : detail::every_memory_row<automatic_broadcast_plan> {};
 
 // An algorithm: a type with a row in the table, a code and a name (what the agreement
 // check compares and reports).

@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -142,6 +143,7 @@ enum class element_family : std::uint32_t {
     binary16 = 1,    // IEEE binary16
     binary32_64 = 2, // IEEE binary32 and binary64: float, double
     bfloat16 = 3,
+    raw = 4, // std::byte: moved, never computed with
 };
 
 constexpr std::uint32_t element_code(element_family family, std::uint32_t bytes) noexcept
@@ -177,6 +179,14 @@ struct element_traits<double> {
     using accumulate = double;
     static constexpr std::uint32_t code = detail::element_code(detail::element_family::binary32_64, 8);
     static constexpr const char* name = "fp64";
+};
+
+// Raw bytes, which a broadcast moves (packed tensors of mixed types): a code and a name for
+// the agreement check, and no accumulate type, so std::byte is no element.
+template <>
+struct element_traits<std::byte> {
+    static constexpr std::uint32_t code = detail::element_code(detail::element_family::raw, 1);
+    static constexpr const char* name = "byte";
 };
 
 template <class T>

@@ -1,7 +1,8 @@
-// Cross-rank agreement, checked when a reducer is planned and before any user data moves.
+// Cross-rank agreement, checked when a reducer or broadcaster is planned and before any user
+// data moves.
 //
 // Every rank describes its call in a fixed-size signature (element type, policy, algorithm
-// and its parameters, count, layer layout, message cutting) and the signatures are
+// and its parameters, count, root, layer layout, message cutting) and the signatures are
 // allgathered around a ring (N-1 rounds of one small message; done once per plan). Every
 // rank then sees every signature and throws the same error, naming the ranks and values,
 // so disagreement ends in an exception everywhere instead of a hang or corrupted data.
@@ -25,8 +26,10 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include <gradsync/broadcast_element.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/layout.hpp>
@@ -44,6 +47,7 @@ struct signature {
         algorithm_parameter,
         triple_order,
         count,
+        root,
         layer_sum,
         layers,
         layout_fingerprint,
@@ -77,19 +81,27 @@ inline std::uint64_t next_identity() noexcept
     return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
-template <element T, class Policy, class Memory = host_memory, communicator C, class Algorithm>
+// A broadcast passes Policy = void (it has none, named "none") and its root; a reduction's
+// root is 0.
+template <broadcast_element T, class Policy, class Memory = host_memory, communicator C, class Algorithm>
 signature call_signature(const C& comm, std::size_t count, const layer_layout& layout,
-                         const plan_options<Algorithm>& options, int tag)
+                         const plan_options<Algorithm>& options, int tag, int root = 0)
 {
     signature s;
     s.value[signature::element_type] = element_traits<T>::code;
-    s.value[signature::policy] = Policy::code;
     s.value[signature::algorithm] = Algorithm::code;
     if constexpr (requires { options.algorithm.parameter(); })
         s.value[signature::algorithm_parameter] = options.algorithm.parameter();
-    if constexpr (is_adasum<Policy>)
-        s.value[signature::triple_order] = Memory::triple_order;
+    if constexpr (std::is_void_v<Policy>) {
+        s.name(signature::policy, "none");
+    } else {
+        s.value[signature::policy] = Policy::code;
+        s.name(signature::policy, Policy::name);
+        if constexpr (is_adasum<Policy>)
+            s.value[signature::triple_order] = Memory::triple_order;
+    }
     s.value[signature::count] = count;
+    s.value[signature::root] = std::uint64_t(std::int64_t(root));
     s.value[signature::layer_sum] = layout.total();
     s.value[signature::layers] = layout.layers();
     s.value[signature::layout_fingerprint] = layout.fingerprint();
@@ -100,7 +112,6 @@ signature call_signature(const C& comm, std::size_t count, const layer_layout& l
     s.identity = comm.rank() == 0 ? next_identity() : 0;
     s.detail_length = layout.layers();
     s.name(signature::element_type, element_traits<T>::name);
-    s.name(signature::policy, Policy::name);
     s.name(signature::algorithm, Algorithm::name);
     return s;
 }
@@ -114,6 +125,8 @@ inline std::string describe(const signature& s, signature::field f)
     if (f == signature::triple_order)
         return s.value[f] == triple_order_host ? "the host kernels' order (host memory, or the staged path)"
                                                : "the Thrust kernels' order (device memory, the direct path)";
+    if (f == signature::root)
+        return std::to_string(std::int64_t(s.value[f]));
     return std::to_string(s.value[f]);
 }
 
@@ -121,7 +134,7 @@ inline const char* field_title(signature::field f)
 {
     static constexpr std::array<const char*, signature::field_count> titles{
         "the element type", "the policy", "the algorithm", "the algorithm's parameter", "the Adasum triple order",
-        "the element count", "the sum of the layer sizes", "the number of layers", "the layer sizes",
+        "the element count", "the root", "the sum of the layer sizes", "the number of layers", "the layer sizes",
         "the pipeline segment size", "the pipeline window", "the eager message limit", "the message tag"};
     return titles[f];
 }
@@ -166,8 +179,8 @@ inline std::string layer_size_difference(std::span<const std::size_t> first, std
 using difference_describer = std::string (*)(std::span<const std::size_t> first, std::span<const std::size_t> other,
                                              int other_rank);
 
-// Throws usage_error (a rank's layers do not add up to its buffer, or its options are
-// invalid) or mismatch_error (ranks disagree) on every rank; returns the reducer's identity
+// Throws usage_error (a rank's layers do not add up to its buffer, its options are invalid
+// or its root is not a rank) or mismatch_error (ranks disagree) on every rank; returns the reducer's identity
 // (rank 0's proposal) only when all signatures agree. `detail` is the list that mine's
 // layout fingerprint covers (the layer sizes), gathered to name a difference.
 template <communicator C>
@@ -195,6 +208,9 @@ std::uint64_t verify_agreement(C& comm, const signature& mine, const char* who, 
             throw usage_error(prefix + rank + "'s pipeline options are invalid (segment_bytes " +
                               std::to_string(s.value[signature::segment_bytes]) + ", window " +
                               std::to_string(std::int64_t(s.value[signature::window])) + "; both must be positive)");
+        if (const auto root = std::int64_t(s.value[signature::root]); root < 0 || root >= n)
+            throw usage_error(prefix + rank + "'s root " + std::to_string(root) + " is out of range: ranks are 0.." +
+                              std::to_string(n - 1));
         if (const auto tag = std::int64_t(s.value[signature::tag]); tag < 0 || !tags::valid_base(int(tag)))
             throw usage_error(prefix + rank + "'s tag " + std::to_string(tag) + " is out of range: tags are 0.." +
                               std::to_string(tags::agreement - 1) + " (" + std::to_string(tags::agreement) +

@@ -1,6 +1,7 @@
 // Point-to-point building blocks shared by every algorithm: a pairwise exchange of blocks
 // (exchange), the same with the received block handled segment by segment as it lands
-// (exchange_segments; exchange_combine combines each segment), and the folding of a
+// (exchange_segments; exchange_combine combines each segment), a transfer down a tree
+// (send_down, for the broadcasts), and the folding of a
 // non-power-of-two rank count around a power-of-two phase (run_folded). Messages are cut by
 // one rule (message_cut):
 //  - a block within the transport's eager limit goes as one message;
@@ -28,6 +29,7 @@
 #include <cstddef>
 #include <limits>
 #include <span>
+#include <utility>
 
 #include <gradsync/algorithm/memory.hpp>
 #include <gradsync/algorithm/schedule.hpp>
@@ -193,6 +195,25 @@ void exchange_combine(C& comm, int tag, int to, std::span<const T> out, int from
                                                              std::span<const T>(landed));
                          });
     memory.synchronize();
+}
+
+// One rank's part of a transfer down a tree (binomial_node_of, schedule.hpp): receives
+// `from_parent` from `parent` (none where it is -1), then sends each child its block, one
+// after another. Each block goes whole, whatever the cut's eager limit: a tree's messages
+// go one way, so pieces gain nothing from running both ways at once, and on Open MPI's
+// shared memory 16 KiB in five eager pieces took twice one message's time
+// (docs/results.md, "Broadcast against MPI_Bcast"). Needs one request.
+template <class T, communicator C>
+void send_down(C& comm, int tag, std::span<T> data, int parent, block from_parent,
+               std::span<const std::pair<int, block>> children, message_cut cut,
+               std::span<typename C::request> reqs)
+{
+    cut.eager = std::numeric_limits<std::size_t>::max();
+    cut.segment_bytes = 0;
+    if (parent >= 0)
+        exchange<T>(comm, tag, parent, {}, parent, block_span(data, from_parent), cut, reqs);
+    for (const auto& [child, b] : children)
+        exchange<T>(comm, tag, child, block_span(data, b), child, {}, cut, reqs);
 }
 
 // Folding (schedule.hpp) around a power-of-two phase, body(). A rank that sits out hands

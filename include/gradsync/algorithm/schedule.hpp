@@ -12,8 +12,14 @@
 // k (distance 2^k) the rank whose bit k is 0 keeps the lower half of its current range and
 // sends the upper half; its partner keeps the upper half. The allgather replays the steps
 // backwards with the roles of "send" and "keep" swapped.
+//
+// binomial_node_of (broadcasts, scatter): a rank's links in the binomial tree over n ranks
+// numbered from the root, v = (rank - root) mod n. v's parent is v minus its lowest set bit;
+// its children are v + 2^j below n for every 2^j below that bit (below the top bit of n at
+// the root), largest subtree first; its subtree is the ranks v .. subtree_end(n, v) - 1.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <span>
@@ -82,6 +88,33 @@ inline std::vector<halving_step> halving_schedule(const folding& f, int vrank, s
         range = steps.back().keep;
     }
     return steps;
+}
+
+// A rank's links in the binomial tree, in real ranks: the peer and, as relative ranks
+// first .. last - 1, the subtree whose data travels over the link.
+struct tree_link {
+    int peer = -1;
+    int first = 0, last = 0;
+};
+
+struct binomial_node {
+    tree_link parent; // peer -1 at the root
+    std::vector<tree_link> children;
+};
+
+constexpr int subtree_end(int n, int v) noexcept { return v == 0 ? n : std::min(n, v + (v & -v)); }
+
+inline binomial_node binomial_node_of(int n, int rank, int root)
+{
+    const int v = (rank - root + n) % n;
+    const int top = v == 0 ? int(std::bit_ceil(unsigned(n))) : v & -v;
+    binomial_node node;
+    if (v != 0)
+        node.parent = {(v - top + root) % n, v, subtree_end(n, v)};
+    for (int m = top / 2; m >= 1; m /= 2)
+        if (v + m < n)
+            node.children.push_back({(v + m + root) % n, v + m, subtree_end(n, v + m)});
+    return node;
 }
 
 } // namespace gradsync

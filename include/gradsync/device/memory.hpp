@@ -14,6 +14,7 @@
 
 #include <gradsync/algorithm/memory.hpp>
 
+#include <gradsync/broadcast_element.hpp>
 #include <gradsync/device/policy.hpp>
 #include <gradsync/device/span.hpp>
 #include <gradsync/kernels/thrust.hpp>
@@ -38,12 +39,12 @@ struct space_memory {
 
     Space space{};
 
-    template <element T>
+    template <broadcast_element T>
     static space_memory of(const device_span<T, Space>& s)
     {
         return {s.space()};
     }
-    template <element T>
+    template <broadcast_element T>
     static std::span<T> elements(const device_span<T, Space>& s) noexcept
     {
         return s.elements();

@@ -83,10 +83,10 @@ class device_reducer {
 
     // The plans of the two paths, std::monostate where a path cannot exist.
     using direct_plan = std::conditional_t<has_direct,
-                                           detail::agreed_plan<T, Comm, Policy, Algorithm, space_memory<Space>>,
+                                           detail::agreed_reduction<T, Comm, Policy, Algorithm, space_memory<Space>>,
                                            std::monostate>;
     using staged_plan =
-        std::conditional_t<has_staged, detail::agreed_plan<T, Comm, Policy, Algorithm, host_memory>, std::monostate>;
+        std::conditional_t<has_staged, detail::agreed_reduction<T, Comm, Policy, Algorithm, host_memory>, std::monostate>;
 
 public:
     // count elements in `layers` (empty: one layer); the layers must add up to count.

@@ -1,6 +1,7 @@
-// device_span<T, Space>: the buffer the device path reduces. A pointer, an element count and
-// the memory space the elements live in, owning nothing: for a GPU the space is a
-// cuda_stream (<gradsync/device/cuda.hpp>), so
+// device_span<T, Space>: the buffer the device path reduces or broadcasts (T an element type,
+// or std::byte for a broadcast). A pointer, an element count and the memory space the
+// elements live in, owning nothing: for a GPU the space is a cuda_stream
+// (<gradsync/device/cuda.hpp>), so
 //
 //   gradsync::device_span<float> grad(device_pointer, count, stream);
 //
@@ -11,13 +12,13 @@
 #include <cstddef>
 #include <span>
 
-#include <gradsync/types.hpp>
+#include <gradsync/broadcast_element.hpp>
 
 namespace gradsync {
 
 struct cuda_stream;
 
-template <element T, class Space = cuda_stream>
+template <broadcast_element T, class Space = cuda_stream>
 class device_span {
 public:
     device_span(T* data, std::size_t size, Space space) : data_(data), size_(size), space_(space) {}

@@ -1,4 +1,4 @@
-// The planner's cost of one allreduce of M bytes: T(M) = a + b*M for M > 0, T(0) = 0, with
+// The planner's cost of one allreduce (or broadcast) of M bytes: T(M) = a + b*M for M > 0, T(0) = 0, with
 // a (seconds) and b (seconds per byte) derived from link parameters per algorithm, or fitted
 // by least squares to measured (bytes, seconds) samples.
 //
@@ -156,6 +156,24 @@ inline linear_cost recursive_doubling_adasum_cost(const link_parameters& link, i
     detail::check_link(link, "gradsync::planner::recursive_doubling_adasum_cost");
     detail::check_ranks(ranks, "gradsync::planner::recursive_doubling_adasum_cost");
     return recursive_doubling_cost(detail::adasum_link(link), ranks);
+}
+
+// Broadcasts (binomial_tree.hpp, scatter_allgather.hpp): nothing is combined, so gamma does
+// not appear; ceil(log2 N) is log2(P) plus one where N folds.
+inline linear_cost binomial_tree_cost(const link_parameters& link, int ranks)
+{
+    detail::check_link(link, "gradsync::planner::binomial_tree_cost");
+    detail::check_ranks(ranks, "gradsync::planner::binomial_tree_cost");
+    const double depth = detail::steps(ranks) + (detail::folds(ranks) ? 1 : 0);
+    return {depth * link.alpha, depth * link.beta};
+}
+
+inline linear_cost scatter_allgather_cost(const link_parameters& link, int ranks)
+{
+    detail::check_link(link, "gradsync::planner::scatter_allgather_cost");
+    detail::check_ranks(ranks, "gradsync::planner::scatter_allgather_cost");
+    const double n = ranks, depth = detail::steps(ranks) + (detail::folds(ranks) ? 1 : 0);
+    return {(depth + n - 1) * link.alpha, 2 * (n - 1) / n * link.beta};
 }
 
 struct fit_result {

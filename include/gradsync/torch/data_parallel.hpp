@@ -1,0 +1,666 @@
+// data_parallel: data parallelism for a libtorch module, with gradsync's merged allreduces
+// overlapping backward (the synchronizer) and its policies, Adasum included. libtorch's C++ API
+// has no DistributedDataParallel; this is one, over any gradsync communicator. docs/torch.md
+// is its manual; what follows is how it works.
+//
+// Layers: the module's parameters that require a gradient, in parameters() order, one planner
+// layer each, dense, contiguous, on the CPU and of T's scalar type (float, double, at::Half as
+// gradsync::half, at::BFloat16 as gradsync::bfloat16). Their gradients are views of one flat
+// buffer (DDP's gradient_as_bucket_view): autograd accumulates into them in place.
+//
+// State: construction checks that the ranks' parameters and buffers agree (agreement.hpp),
+// then copies rank 0's parameters, frozen parameters and buffers to every rank
+// (options.broadcast_start). After each iteration's reduction the buffers are made equal
+// (options.buffers) and, every options.check_every iterations, the replicas are compared.
+//
+// Hooks: a layer is handed to the synchronizer once it and every layer above it are ready,
+// on the last of options.accumulate backward passes (none inside a no_sync() scope).
+// synchronize() hands over the layers whose hooks did not fire (unused parameters), waits,
+// and rethrows the synchronizer's error, if any.
+//
+// Planning: the first options.measure_iterations iterations run one allreduce per layer and
+// record when each layer is handed over; then planning.hpp turns that into a merge plan.
+//
+// Model change (options.reduce): step() runs the optimizer on each rank's own gradient
+// (options.local_steps times), reduces the change and applies it (model_change.hpp); the plan
+// is one group.
+//
+// Uneven inputs (options.uneven_inputs): every iteration ends with a vote (join.hpp); a rank
+// out of data calls join(optimizer), which answers the others' reductions with zeros and
+// takes the same steps until no rank has data.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include <gradsync/allreduce.hpp>
+#include <gradsync/communicator.hpp>
+#include <gradsync/error.hpp>
+#include <gradsync/planner/single.hpp>
+#include <gradsync/planner/wfbp.hpp>
+#include <gradsync/runtime/synchronizer.hpp>
+#include <gradsync/torch/agreement.hpp>
+#include <gradsync/torch/element.hpp>
+#include <gradsync/torch/hooks.hpp>
+#include <gradsync/torch/join.hpp>
+#include <gradsync/torch/local_step.hpp>
+#include <gradsync/torch/model_change.hpp>
+#include <gradsync/torch/options.hpp>
+#include <gradsync/torch/planning.hpp>
+#include <gradsync/torch/state.hpp>
+#include <gradsync/torch/wire.hpp>
+#include <gradsync/verify.hpp>
+
+namespace gradsync {
+
+template <class T, communicator Comm, reduction_policy Policy = average, allreduce_algorithm Algorithm = automatic>
+class data_parallel {
+    static_assert(torch_binding::is_module_element<T>,
+                  "gradsync::data_parallel: parameters of float, double, gradsync::half (at::Half) or "
+                  "gradsync::bfloat16 (at::BFloat16)");
+    using clock = std::chrono::steady_clock;
+    using named_tensors = torch_binding::named_tensors;
+    template <class W>
+    using sync_type = synchronizer<W, Comm, Policy, Algorithm>;
+    // The synchronizer of the wire type: T, or fp16 or bf16 when compressed.
+    using any_sync = std::variant<std::unique_ptr<sync_type<T>>, std::unique_ptr<sync_type<half>>,
+                                  std::unique_ptr<sync_type<bfloat16>>>;
+
+public:
+    data_parallel(Comm& comm, torch::nn::Module& module, data_parallel_options options = {}, Algorithm algorithm = {})
+        : comm_(&comm), options_(std::move(options)), algorithm_(algorithm)
+    {
+        check_options();
+        for (const auto& item : module.named_parameters(true))
+            (item.value().requires_grad() ? params_ : frozen_).add(item.key(), item.value());
+        for (const auto& item : module.named_buffers(true))
+            buffers_.add(item.key(), item.value());
+        check_tensors();
+        agree();
+        std::size_t total = 0;
+        for (const at::Tensor& p : params_.tensors) {
+            offsets_.push_back(total);
+            sizes_.push_back(std::size_t(p.numel()));
+            total += sizes_.back();
+        }
+        flat_ = at::zeros({std::int64_t(total)}, at::TensorOptions().dtype(torch_binding::scalar_type_of<T>()));
+        for (std::size_t l = 0; l < sizes_.size(); ++l)
+            views_.push_back(view_of(flat_, l));
+        wire_.emplace(options_.compress, total);
+        state_.emplace(comm, std::vector<const named_tensors*>{&params_, &frozen_, &buffers_});
+        if (options_.broadcast_start)
+            state_->copy_from(0);
+        prepare_buffers();
+        if (options_.uneven_inputs)
+            vote_.emplace(comm);
+        point_grads_at_views();
+        const std::size_t layers = sizes_.size();
+        done_.assign(layers, 0);
+        passes_.assign(layers, 0);
+        hook_calls_.assign(layers, 0);
+        handed_over_at_.assign(layers, clock::time_point{});
+        measured_.assign(layers, 0.0);
+        next_ = layers;
+        if (changes_model()) {
+            change_.emplace(flat_, layers, [this](const at::Tensor& flat, std::size_t l) { return view_of(flat, l); });
+            build(planner::single(profile_of(measured_)));
+        } else {
+            measuring_ = options_.measure_iterations;
+            build(planner::wfbp(profile_of(measured_)));
+        }
+        hooks_.install(params_.tensors, [this](std::size_t l) { ready(l); });
+    }
+
+    data_parallel(const data_parallel&) = delete;
+    data_parallel& operator=(const data_parallel&) = delete;
+
+    // Zeroes every gradient (the flat buffer), pointing any grad that was replaced back at its view.
+    void zero_grad()
+    {
+        point_grads_at_views();
+        flat_.zero_();
+    }
+
+    // Backward passes inside this scope only accumulate; the next pass outside it reduces the
+    // sum (DDP's no_sync()). Ends at the guard's destruction.
+    class no_sync_guard {
+    public:
+        explicit no_sync_guard(data_parallel& dp) : dp_(&dp) { dp_->set_no_sync(true); }
+        no_sync_guard(const no_sync_guard&) = delete;
+        no_sync_guard& operator=(const no_sync_guard&) = delete;
+        ~no_sync_guard() { dp_->set_no_sync(false); }
+
+    private:
+        data_parallel* dp_;
+    };
+    [[nodiscard]] no_sync_guard no_sync() { return no_sync_guard(*this); }
+
+    // Hands over the layers not yet ready, waits for every group's allreduce and ends the
+    // iteration (buffers, vote, replica check, planning). Rethrows the synchronizer's error.
+    // Gradient mode only.
+    void synchronize()
+    {
+        if (changes_model())
+            throw usage_error(prefix() + "it reduces the model change: call step(optimizer), not synchronize()");
+        {
+            std::lock_guard lock(mutex_);
+            check_passes("synchronize()");
+            while (next_ > 0)
+                hand_over(--next_);
+        }
+        wait();
+        end_iteration(true);
+    }
+
+    // Ends the iteration with the optimizer's step. Gradients: synchronize(), then the step.
+    // Model change: the local step; on the last of options.local_steps, the change reduced
+    // and applied on every rank.
+    void step(torch::optim::Optimizer& optimizer)
+    {
+        if (!changes_model()) {
+            synchronize();
+            optimizer.step();
+            return;
+        }
+        torch::NoGradGuard no_grad;
+        if (steps_) {
+            if (&optimizer != steps_->optimizer())
+                throw usage_error(prefix() + "step() with another optimizer than the one given to overlap()");
+            {
+                std::lock_guard lock(mutex_);
+                check_passes("step()");
+                for (std::size_t l = params_.tensors.size(); l-- > 0;)
+                    if (!done_[l])
+                        step_locally(l);
+                while (next_ > 0)
+                    hand_over(--next_);
+            }
+            wait();
+            change_->apply(views_, params_.tensors);
+            end_iteration(true);
+            return;
+        }
+        {
+            std::lock_guard lock(mutex_);
+            check_passes("step()");
+            std::fill(done_.begin(), done_.end(), 0);
+            std::fill(passes_.begin(), passes_.end(), 0);
+        }
+        if (local_steps_ == 0)
+            change_->keep_start(params_.tensors);
+        optimizer.step();
+        if (++local_steps_ < options_.local_steps)
+            return;
+        local_steps_ = 0;
+        change_->change_into(views_, params_.tensors);
+        reduce_change();
+    }
+
+    // For a rank that has run out of data (options.uneven_inputs): answers the other ranks'
+    // reductions with zeros, and takes the same steps (gradients: optimizer.step() on the
+    // reduced gradient; model change: the reduced change), until every rank has joined.
+    // Collective in the sense that every rank calls it once it has no data left.
+    void join(torch::optim::Optimizer& optimizer)
+    {
+        if (!vote_)
+            throw usage_error(prefix() + "join() needs data_parallel_options::uneven_inputs = true on every rank");
+        between_iterations("join()");
+        if (local_steps_ != 0)
+            throw usage_error(prefix() + "join() after " + std::to_string(local_steps_) + " of " +
+                              std::to_string(options_.local_steps) + " local steps: finish the combined step first");
+        torch::NoGradGuard no_grad;
+        for (;;) {
+            flat_.zero_();
+            if (changes_model()) {
+                change_->keep_start(params_.tensors);
+                if (!reduce_change(false))
+                    return;
+                continue;
+            }
+            {
+                std::lock_guard lock(mutex_);
+                while (next_ > 0)
+                    hand_over(--next_);
+            }
+            wait();
+            if (!end_iteration(false))
+                return;
+            optimizer.step();
+        }
+    }
+
+    // Model change: from the next iteration, each parameter's local step runs in its hook as
+    // soon as its gradient is ready, and its change is handed over at once, so that the
+    // changes' reductions overlap backward as the gradients' do (Horovod's Adasum optimizer).
+    // step(optimizer) then steps the parameters whose gradients were not produced, waits and
+    // applies. The plan is measured and planned as in gradient mode. Collective, between
+    // iterations; local_steps must be 1, and the optimizer must step each parameter on its own
+    // (local_step.hpp).
+    void overlap(torch::optim::Optimizer& optimizer)
+    {
+        between_iterations("overlap()");
+        if (!changes_model())
+            throw usage_error(prefix() + "overlap() is for reduce = reduction_target::model_change; gradients "
+                                         "overlap backward already");
+        if (options_.local_steps != 1)
+            throw usage_error(prefix() + "overlap() takes one local step per combined change; local_steps is " +
+                              std::to_string(options_.local_steps));
+        steps_.emplace(optimizer, params_, prefix());
+        measure_again();
+    }
+
+    // Copies rank 0's parameters and buffers to every rank (after restoring a checkpoint on
+    // rank 0 only). Collective, between iterations.
+    void broadcast_module()
+    {
+        between_iterations("broadcast_module()");
+        state_->copy_from(0);
+    }
+
+    // Copies rank 0's optimizer state (every tensor of it, and each group's options) into
+    // every rank's optimizer. Collective, between iterations.
+    void broadcast_state(torch::optim::Optimizer& optimizer)
+    {
+        between_iterations("broadcast_state()");
+        torch_binding::copy_optimizer_state(*comm_, optimizer, prefix());
+    }
+
+    // Compares every rank's parameters and buffers with rank 0's, bit for bit: a difference is a
+    // mismatch_error on every rank naming the first tensor that differs and the ranks.
+    // Collective, between iterations; options.check_every runs it on its own.
+    void check_replicas()
+    {
+        const std::size_t mine = state_->first_difference();
+        const std::vector<std::size_t> ones(std::size_t(comm_->size()), 1);
+        const auto all = gradsync::detail::gather_all(*comm_, std::span<const std::size_t>(&mine, 1), ones);
+        std::size_t first = state_->none;
+        std::string ranks;
+        for (int k = 1; k < comm_->size(); ++k)
+            if (const std::size_t i = all[std::size_t(k)].front(); i != state_->none) {
+                first = std::min(first, i);
+                ranks += (ranks.empty() ? "" : ", ") + std::to_string(k);
+            }
+        if (first != state_->none)
+            throw mismatch_error(prefix() + "replicas differ after " + std::to_string(iterations_) +
+                                 " iterations: " + state_->name(first) + " differs from rank 0's; ranks that differ: " +
+                                 ranks);
+    }
+
+    // Measures options.measure_iterations iterations again from the next one, then plans.
+    // Collective, between iterations; gradient mode only (model changes are not overlapped).
+    void replan()
+    {
+        between_iterations("replan()");
+        if (changes_model() && !steps_)
+            throw usage_error(prefix() + "replan() measures backward, which a model-change data_parallel does "
+                                         "not overlap before overlap(); use_plan() sets a plan");
+        measure_again();
+    }
+
+    // Runs `p` from the next iteration on, measuring no more. Collective, between iterations;
+    // the synchronizer checks the plan and that all ranks pass the same one.
+    void use_plan(const planner::plan& p)
+    {
+        between_iterations("use_plan()");
+        build(p);
+        measuring_ = 0;
+    }
+
+    const planner::plan& plan() const noexcept
+    {
+        return std::visit([](const auto& s) -> const planner::plan& { return s->plan(); }, sync_);
+    }
+    // The profile the current plan came from (zero times until the first plan).
+    const planner::profile& profile() const noexcept { return profile_; }
+    std::span<const std::size_t> layer_sizes() const noexcept { return sizes_; }
+    const std::vector<std::string>& parameter_names() const noexcept { return params_.names; }
+    // The flat buffer every gradient is a view of, in parameters() order.
+    const at::Tensor& gradients() const noexcept { return flat_; }
+    // How many times each parameter's hook fired since construction.
+    std::span<const std::uint64_t> hook_calls() const noexcept { return hook_calls_; }
+    std::uint64_t iterations() const noexcept { return iterations_; }
+    // When each layer (by index) was handed to the synchronizer in the last iteration, the
+    // last layer first, and the start and end of each group's allreduce in it (plan order).
+    std::span<const clock::time_point> handed_over_at() const noexcept { return handed_over_at_; }
+    std::span<const group_times> last_times() const
+    {
+        return std::visit([](const auto& s) { return s->last_times(); }, sync_);
+    }
+
+private:
+    bool changes_model() const noexcept { return options_.reduce == reduction_target::model_change; }
+
+    void measure_again()
+    {
+        std::fill(measured_.begin(), measured_.end(), 0.0);
+        measuring_ = std::max(options_.measure_iterations, 1);
+        build(planner::wfbp(profile_of(measured_)));
+    }
+
+    // Model change overlapped: parameter l's local step and its change (under mutex_).
+    void step_locally(std::size_t l)
+    {
+        torch::NoGradGuard no_grad;
+        change_->keep_start(l, params_.tensors[l]);
+        steps_->step(l);
+        change_->change_into(l, views_[l], params_.tensors[l]);
+        done_[l] = 1;
+    }
+
+    at::Tensor view_of(const at::Tensor& flat, std::size_t l) const
+    {
+        return flat.narrow(0, std::int64_t(offsets_[l]), std::int64_t(sizes_[l])).view(params_.tensors[l].sizes());
+    }
+
+    std::string prefix() const { return "gradsync::data_parallel (" + where(*comm_) + "): "; }
+
+    void check_options() const
+    {
+        const auto positive = [&](int value, const char* name, int least) {
+            if (value < least)
+                throw usage_error(prefix() + "data_parallel_options::" + name + " is " + std::to_string(value) +
+                                  "; it must be at least " + std::to_string(least));
+        };
+        positive(options_.measure_iterations, "measure_iterations", 0);
+        positive(options_.accumulate, "accumulate", 1);
+        positive(options_.local_steps, "local_steps", 1);
+        positive(options_.check_every, "check_every", 0);
+        if (options_.compress != compression::none && sizeof(T) == 2)
+            throw usage_error(prefix() + "data_parallel_options::compress rounds fp32 or fp64 gradients to 16 bits; "
+                                         "these parameters are 16-bit already");
+        if (options_.local_steps > 1 && !changes_model())
+            throw usage_error(prefix() + "data_parallel_options::local_steps needs reduce = "
+                                         "reduction_target::model_change (gradients are reduced every step)");
+    }
+
+    void check_tensors() const
+    {
+        for (std::size_t l = 0; l < params_.tensors.size(); ++l) {
+            const at::Tensor& p = params_.tensors[l];
+            std::string problem = torch_binding::layout_problem(p);
+            if (p.scalar_type() != torch_binding::scalar_type_of<T>())
+                problem = std::string("is of type ") + c10::toString(p.scalar_type()) + ", the data_parallel's is " +
+                    c10::toString(torch_binding::scalar_type_of<T>());
+            if (!problem.empty())
+                throw usage_error(prefix() + params_.name(l) + " " + problem);
+        }
+        for (const named_tensors* list : {&frozen_, &buffers_})
+            for (std::size_t i = 0; i < list->tensors.size(); ++i)
+                if (const std::string problem = torch_binding::layout_problem(list->tensors[i]); !problem.empty())
+                    throw usage_error(prefix() + list->name(i) + " " + problem);
+    }
+
+    // The ranks' tensors and the options that decide which collectives run, against rank 0's.
+    void agree()
+    {
+        for (const named_tensors* list : {&params_, &frozen_, &buffers_})
+            torch_binding::agree_on(*comm_, *list, prefix());
+        const std::vector<std::size_t> mine{std::size_t(options_.reduce),   std::size_t(options_.broadcast_start),
+                                            std::size_t(options_.buffers),  std::size_t(options_.accumulate),
+                                            std::size_t(options_.local_steps), std::size_t(options_.uneven_inputs),
+                                            std::size_t(options_.check_every), std::size_t(options_.compress)};
+        static constexpr const char* names[] = {"reduce",      "broadcast_start", "buffers",    "accumulate",
+                                                "local_steps", "uneven_inputs",   "check_every", "compress"};
+        const std::vector<std::size_t> lengths(std::size_t(comm_->size()), mine.size());
+        const auto all = gradsync::detail::gather_all(*comm_, std::span<const std::size_t>(mine), lengths);
+        for (int k = 1; k < comm_->size(); ++k)
+            for (std::size_t i = 0; i < mine.size(); ++i)
+                if (all[std::size_t(k)][i] != all[0][i])
+                    throw mismatch_error(prefix() + "ranks disagree on data_parallel_options::" + names[i] + ": " +
+                                         std::to_string(all[0][i]) + " on rank 0, " +
+                                         std::to_string(all[std::size_t(k)][i]) + " on rank " + std::to_string(k));
+    }
+
+    // Buffers averaged (floating, of T) in one reducer, the others copied from a rank.
+    void prepare_buffers()
+    {
+        if (options_.buffers == buffer_sync::none)
+            return;
+        std::size_t averaged = 0;
+        for (std::size_t i = 0; i < buffers_.tensors.size(); ++i) {
+            const at::Tensor& b = buffers_.tensors[i];
+            const bool mean = options_.buffers == buffer_sync::average &&
+                b.scalar_type() == torch_binding::scalar_type_of<T>();
+            (mean ? averaged_ : copied_).add(buffers_.names[i], b);
+            averaged += mean ? std::size_t(b.numel()) : 0;
+        }
+        if (!copied_.tensors.empty())
+            copied_state_.emplace(*comm_, std::vector<const named_tensors*>{&copied_});
+        if (!averaged_.tensors.empty()) {
+            buffer_means_.resize(averaged);
+            buffer_mean_.emplace(*comm_, averaged);
+        }
+    }
+
+    void sync_buffers(int root)
+    {
+        if (copied_state_)
+            copied_state_->copy_from(root);
+        if (!buffer_mean_)
+            return;
+        std::size_t at = 0;
+        for (const at::Tensor& b : averaged_.tensors) {
+            std::copy_n(torch_binding::elements_of<T>(b), b.numel(), buffer_means_.begin() + std::ptrdiff_t(at));
+            at += std::size_t(b.numel());
+        }
+        (*buffer_mean_)(std::span<T>(buffer_means_));
+        at = 0;
+        for (const at::Tensor& b : averaged_.tensors) {
+            std::copy_n(buffer_means_.begin() + std::ptrdiff_t(at), b.numel(), torch_binding::elements_of<T>(b));
+            at += std::size_t(b.numel());
+        }
+    }
+
+    // The change in the gradient buffer (zero for a rank that has joined) reduced and applied.
+    // False when the vote found no rank with data left.
+    bool reduce_change(bool active = true)
+    {
+        {
+            std::lock_guard lock(mutex_);
+            for (std::size_t l = params_.tensors.size(); l-- > 0;)
+                hand_over(l);
+        }
+        wait();
+        change_->apply(views_, params_.tensors);
+        return end_iteration(active);
+    }
+
+    // What every rank does after an iteration's reduction, in the same order on every rank:
+    // measuring, the vote, the buffers, the replica check. False when no rank voted active.
+    bool end_iteration(bool active)
+    {
+        {
+            std::lock_guard lock(mutex_);
+            std::fill(done_.begin(), done_.end(), 0);
+            std::fill(passes_.begin(), passes_.end(), 0);
+            next_ = params_.tensors.size();
+        }
+        ++iterations_;
+        if (measuring_ > 0) {
+            for (std::size_t l = 0; l + 1 < params_.tensors.size(); ++l)
+                measured_[l] += std::chrono::duration<double>(handed_over_at_[l] - handed_over_at_[l + 1]).count();
+            if (--measuring_ == 0)
+                build(std::visit(
+                    [&]<class W>(const std::unique_ptr<sync_type<W>>&) {
+                        return torch_binding::plan_measured<W, Policy>(*comm_, options_, algorithm_, params_.names,
+                                                                       sizes_, measured_, profile_);
+                    },
+                    sync_));
+        }
+        int root = 0;
+        if (vote_) {
+            const std::vector<char>& voted = vote_->cast(active);
+            const auto first = std::find(voted.begin(), voted.end(), 1);
+            if (first == voted.end())
+                return false;
+            root = int(first - voted.begin());
+        }
+        sync_buffers(root);
+        if (options_.check_every > 0 && iterations_ % std::uint64_t(options_.check_every) == 0)
+            check_replicas();
+        return true;
+    }
+
+    void between_iterations(const char* call) const
+    {
+        std::lock_guard lock(mutex_);
+        if (std::any_of(passes_.begin(), passes_.end(), [](int p) { return p != 0; }))
+            throw usage_error(prefix() + call + " between iterations: backward has run and the iteration has not "
+                                                    "ended");
+    }
+
+    // Every layer's gradient was produced in none or all of the options.accumulate passes.
+    void check_passes(const char* call) const
+    {
+        if (no_sync_)
+            throw usage_error(prefix() + call + " inside a no_sync() scope: end the scope first");
+        const int most = passes_.empty() ? 0 : *std::max_element(passes_.begin(), passes_.end());
+        if (most != 0 && most != options_.accumulate)
+            throw usage_error(prefix() + call + " after " + std::to_string(most) + " of " +
+                              std::to_string(options_.accumulate) +
+                              " backward passes (data_parallel_options::accumulate)");
+    }
+
+    void set_no_sync(bool on)
+    {
+        std::lock_guard lock(mutex_);
+        if (on && no_sync_)
+            throw usage_error(prefix() + "no_sync() inside a no_sync() scope");
+        no_sync_ = on;
+    }
+
+    void point_grads_at_views()
+    {
+        for (std::size_t l = 0; l < params_.tensors.size(); ++l) {
+            const at::Tensor& g = params_.tensors[l].grad();
+            if (!g.defined() || g.data_ptr() != views_[l].data_ptr() || !g.is_same_size(views_[l]))
+                params_.tensors[l].mutable_grad() = views_[l];
+        }
+    }
+
+    // Parameter l's gradient is accumulated (autograd's thread).
+    void ready(std::size_t l)
+    {
+        std::lock_guard lock(mutex_);
+        ++hook_calls_[l];
+        at::Tensor& g = params_.tensors[l].mutable_grad();
+        if (g.data_ptr() != views_[l].data_ptr()) { // autograd replaced the view: keep the flat buffer
+            views_[l].copy_(g);
+            g = views_[l];
+        }
+        if (no_sync_)
+            return;
+        if (++passes_[l] > options_.accumulate)
+            throw usage_error(prefix() + params_.name(l) + ": its gradient was produced " +
+                              (options_.accumulate == 1 ? std::string("twice")
+                                                        : std::to_string(passes_[l]) + " times") +
+                              " before synchronize(); " +
+                              (options_.accumulate == 1 ? std::string("one backward per iteration")
+                                                        : "data_parallel_options::accumulate is " +
+                                                            std::to_string(options_.accumulate)));
+        if (passes_[l] < options_.accumulate)
+            return;
+        if (steps_)
+            step_locally(l);
+        done_[l] = 1;
+        if (changes_model() && !steps_)
+            return;
+        while (next_ > 0 && done_[next_ - 1])
+            hand_over(--next_);
+    }
+
+    void hand_over(std::size_t l)
+    {
+        handed_over_at_[l] = clock::now();
+        const std::span<T> layer(torch_binding::elements_of<T>(flat_) + offsets_[l], sizes_[l]);
+        std::visit(
+            [&]<class W>(std::unique_ptr<sync_type<W>>& s) {
+                if constexpr (std::is_same_v<W, T>)
+                    s->ready(l, layer);
+                else
+                    s->ready(l, wire_->template narrow<W>(layer, offsets_[l]));
+            },
+            sync_);
+    }
+
+    // Waits for the iteration's reduction; compressed gradients widened back into the buffer.
+    void wait()
+    {
+        std::visit(
+            [&]<class W>(std::unique_ptr<sync_type<W>>& s) {
+                s->wait();
+                if constexpr (!std::is_same_v<W, T>)
+                    wire_->template widen<W>(std::span<T>(torch_binding::elements_of<T>(flat_), std::size_t(flat_.numel())));
+            },
+            sync_);
+    }
+
+    planner::profile profile_of(const std::vector<double>& backward) const
+    {
+        return torch_binding::profile_of(params_.names, sizes_, backward);
+    }
+
+    // The old synchronizer stays until the new one is built, so a plan refused on every rank
+    // leaves the data_parallel working as before.
+    void build(const planner::plan& plan)
+    {
+        const auto make = [&]<class W>(std::type_identity<W>) {
+            return std::make_unique<sync_type<W>>(*comm_, sizes_, plan, Policy{}, algorithm_, options_.sync);
+        };
+        switch (options_.compress) {
+        case compression::none: sync_.template emplace<0>(make(std::type_identity<T>{})); break;
+        case compression::fp16: sync_.template emplace<1>(make(std::type_identity<half>{})); break;
+        case compression::bf16: sync_.template emplace<2>(make(std::type_identity<bfloat16>{})); break;
+        }
+    }
+
+    Comm* comm_;
+    data_parallel_options options_;
+    Algorithm algorithm_;
+    named_tensors params_{"parameter", "parameters that require a gradient", {}, {}};
+    named_tensors frozen_{"frozen parameter", "parameters that require no gradient", {}, {}};
+    named_tensors buffers_{"buffer", "buffers", {}, {}};
+    named_tensors averaged_{"buffer", "averaged buffers", {}, {}};
+    named_tensors copied_{"buffer", "copied buffers", {}, {}};
+    std::vector<std::size_t> offsets_, sizes_;
+    at::Tensor flat_;
+    std::vector<at::Tensor> views_;
+    std::optional<torch_binding::module_state<Comm>> state_;        // parameters and buffers
+    std::optional<torch_binding::module_state<Comm>> copied_state_; // buffers copied every iteration
+    std::optional<reducer<T, Comm, average>> buffer_mean_;          // buffers averaged every iteration
+    std::vector<T> buffer_means_;
+    std::optional<torch_binding::active_vote<Comm>> vote_;
+    std::optional<torch_binding::model_change> change_;
+    std::optional<torch_binding::parameter_steps> steps_; // model change overlapped: overlap()
+    int local_steps_ = 0; // model change: local steps taken towards the next combined one
+    std::optional<torch_binding::wire_buffer<T>> wire_;
+    any_sync sync_;
+    planner::profile profile_;
+
+    mutable std::mutex mutex_; // the hand-over state, shared with autograd's thread
+    bool no_sync_ = false;
+    std::vector<char> done_;
+    std::vector<int> passes_;
+    std::size_t next_ = 0; // layers below next_ are not handed over yet this iteration
+    std::vector<std::uint64_t> hook_calls_;
+    std::vector<clock::time_point> handed_over_at_;
+    std::vector<double> measured_;
+    int measuring_ = 0;
+    std::uint64_t iterations_ = 0;
+    torch_binding::gradient_hooks hooks_; // last: removed first, before what they call
+};
+
+} // namespace gradsync
