@@ -15,7 +15,10 @@
 // torch/hooks.hpp             the gradient accumulators' hooks
 // torch/planning.hpp          measured backward times to a merge plan
 // torch/model_change.hpp      the model change (the Adasum paper's Figure 3)
+// torch/local_step.hpp        one parameter's local optimizer step (overlap())
+// torch/wire.hpp              compressed gradients
 // torch/state.hpp             parameters, buffers and optimizer state copied and compared
+// torch/buffers.hpp           buffers made equal every iteration
 // torch/join.hpp              the vote of uneven inputs
 // torch/element.hpp           the element types and their libtorch scalar types
 #pragma once

@@ -53,6 +53,7 @@
 #include <gradsync/planner/wfbp.hpp>
 #include <gradsync/runtime/synchronizer.hpp>
 #include <gradsync/torch/agreement.hpp>
+#include <gradsync/torch/buffers.hpp>
 #include <gradsync/torch/element.hpp>
 #include <gradsync/torch/hooks.hpp>
 #include <gradsync/torch/join.hpp>
@@ -103,7 +104,7 @@ public:
         state_.emplace(comm, std::vector<const named_tensors*>{&params_, &frozen_, &buffers_});
         if (options_.broadcast_start)
             state_->copy_from(0);
-        prepare_buffers();
+        buffers_kept_.emplace(comm, options_.buffers, buffers_);
         if (options_.uneven_inputs)
             vote_.emplace(comm);
         point_grads_at_views();
@@ -424,46 +425,6 @@ private:
                                          std::to_string(all[std::size_t(k)][i]) + " on rank " + std::to_string(k));
     }
 
-    // Buffers averaged (floating, of T) in one reducer, the others copied from a rank.
-    void prepare_buffers()
-    {
-        if (options_.buffers == buffer_sync::none)
-            return;
-        std::size_t averaged = 0;
-        for (std::size_t i = 0; i < buffers_.tensors.size(); ++i) {
-            const at::Tensor& b = buffers_.tensors[i];
-            const bool mean = options_.buffers == buffer_sync::average &&
-                b.scalar_type() == torch_binding::scalar_type_of<T>();
-            (mean ? averaged_ : copied_).add(buffers_.names[i], b);
-            averaged += mean ? std::size_t(b.numel()) : 0;
-        }
-        if (!copied_.tensors.empty())
-            copied_state_.emplace(*comm_, std::vector<const named_tensors*>{&copied_});
-        if (!averaged_.tensors.empty()) {
-            buffer_means_.resize(averaged);
-            buffer_mean_.emplace(*comm_, averaged);
-        }
-    }
-
-    void sync_buffers(int root)
-    {
-        if (copied_state_)
-            copied_state_->copy_from(root);
-        if (!buffer_mean_)
-            return;
-        std::size_t at = 0;
-        for (const at::Tensor& b : averaged_.tensors) {
-            std::copy_n(torch_binding::elements_of<T>(b), b.numel(), buffer_means_.begin() + std::ptrdiff_t(at));
-            at += std::size_t(b.numel());
-        }
-        (*buffer_mean_)(std::span<T>(buffer_means_));
-        at = 0;
-        for (const at::Tensor& b : averaged_.tensors) {
-            std::copy_n(buffer_means_.begin() + std::ptrdiff_t(at), b.numel(), torch_binding::elements_of<T>(b));
-            at += std::size_t(b.numel());
-        }
-    }
-
     // The change in the gradient buffer (zero for a rank that has joined) reduced and applied.
     // False when the vote found no rank with data left.
     bool reduce_change(bool active = true)
@@ -508,7 +469,7 @@ private:
                 return false;
             root = int(first - voted.begin());
         }
-        sync_buffers(root);
+        (*buffers_kept_)(root);
         if (options_.check_every > 0 && iterations_ % std::uint64_t(options_.check_every) == 0)
             check_replicas();
         return true;
@@ -633,15 +594,11 @@ private:
     named_tensors params_{"parameter", "parameters that require a gradient", {}, {}};
     named_tensors frozen_{"frozen parameter", "parameters that require no gradient", {}, {}};
     named_tensors buffers_{"buffer", "buffers", {}, {}};
-    named_tensors averaged_{"buffer", "averaged buffers", {}, {}};
-    named_tensors copied_{"buffer", "copied buffers", {}, {}};
     std::vector<std::size_t> offsets_, sizes_;
     at::Tensor flat_;
     std::vector<at::Tensor> views_;
-    std::optional<torch_binding::module_state<Comm>> state_;        // parameters and buffers
-    std::optional<torch_binding::module_state<Comm>> copied_state_; // buffers copied every iteration
-    std::optional<reducer<T, Comm, average>> buffer_mean_;          // buffers averaged every iteration
-    std::vector<T> buffer_means_;
+    std::optional<torch_binding::module_state<Comm>> state_; // parameters and buffers
+    std::optional<torch_binding::buffer_keeper<T, Comm>> buffers_kept_;
     std::optional<torch_binding::active_vote<Comm>> vote_;
     std::optional<torch_binding::model_change> change_;
     std::optional<torch_binding::parameter_steps> steps_; // model change overlapped: overlap()
