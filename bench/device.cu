@@ -15,7 +15,7 @@
 //    sizes): direct Adasum against direct Sum and against staged Adasum (staged up to 64 MiB
 //    only: it runs the host algorithm, tens of ms there); adasum/sum = direct Adasum time /
 //    direct Sum time, staged/adasum = staged Adasum time / direct Adasum time, then the
-//    64 MiB rows against the bounds 1.3 and 20.
+//    64 MiB rows against the bounds 1.15 and 20.
 //  - NCCL (when built with it): one NCCL rank on the GPU (NCCL refuses two on one GPU), the
 //    same one-layer sizes: direct Adasum and direct Sum (automatic) against nccl_passthrough
 //    Sum (one ncclAllReduce). With one rank no message moves: this is each call's overhead.
@@ -53,10 +53,12 @@
 #endif
 
 #include "median_table.hpp"
+#include "resnet50_layers.hpp"
 
 namespace {
 
 using gradsync::detail::cuda_check;
+using gradsync_bench::resnet50_layers;
 
 static_assert(gradsync::has_plan<float, gradsync::local_communicator, gradsync::automatic, gradsync::adasum,
                                  gradsync::space_memory<gradsync::cuda_stream>>,
@@ -179,40 +181,6 @@ struct bench_case {
                (layered ? "_resnet50" : "");
     }
 };
-
-// ResNet-50's 107 learnable layers in torchvision's order (examples/profiles/resnet50.csv,
-// 25 557 032 parameters: convolutions, batch norms' scale and shift, the classifier's weights
-// and bias), scaled to `count` elements in all: the layer boundaries are rounded, so the
-// sizes add up to count.
-std::vector<std::size_t> resnet50_layers(std::size_t count)
-{
-    std::vector<std::size_t> params{9408, 128}; // conv1, bn1
-    std::size_t in = 64;
-    const std::size_t widths[] = {64, 128, 256, 512};
-    const int blocks[] = {3, 4, 6, 3};
-    for (int stage = 0; stage < 4; ++stage) {
-        const std::size_t w = widths[stage];
-        for (int b = 0; b < blocks[stage]; ++b) { // a bottleneck: 1x1, 3x3, 1x1 convolutions, each with its norm
-            params.insert(params.end(), {in * w, 2 * w, 9 * w * w, 2 * w, 4 * w * w, 8 * w});
-            if (b == 0)
-                params.insert(params.end(), {in * 4 * w, 8 * w}); // the downsampling shortcut
-            in = 4 * w;
-        }
-    }
-    params.push_back(2048 * 1000 + 1000); // fc
-    std::size_t total = 0;
-    for (std::size_t p : params)
-        total += p;
-    std::vector<std::size_t> layers;
-    std::size_t seen = 0, placed = 0;
-    for (std::size_t p : params) {
-        seen += p;
-        const std::size_t end = (seen * count + total / 2) / total;
-        layers.push_back(end - placed);
-        placed = end;
-    }
-    return layers;
-}
 
 // One rank's memory: the vector it reduces (on the device, and a host copy for the host
 // path) and its starting values, restored before every run.
@@ -558,9 +526,13 @@ void print_adasum(const std::vector<adasum_row>& rows, std::size_t layer_count)
                     algorithm_name(r.algorithm), micros(r.sum).c_str(), micros(r.adasum).c_str(),
                     micros(r.staged).c_str(), quotient(r.adasum, r.sum).c_str(), quotient(r.staged, r.adasum).c_str());
 
-    std::printf("\nacceptance at 64 MiB: direct Adasum at most 1.3x direct Sum, and at least 20x faster than "
-                "staged Adasum\n");
-    std::printf("%5s %6s %-17s %10s %6s %13s %6s\n", "ranks", "layers", "algorithm", "adasum/sum", "<=1.3",
+    // Adasum's paper costs it under 2% of Sum's throughput; 1.15 leaves room for the triples'
+    // extra pass over the data.
+    constexpr double adasum_bound = 1.15, staged_bound = 20.0;
+    std::printf("\nacceptance at 64 MiB: direct Adasum at most %.2fx direct Sum, and at least %.0fx faster than "
+                "staged Adasum\n",
+                adasum_bound, staged_bound);
+    std::printf("%5s %6s %-17s %10s %6s %13s %6s\n", "ranks", "layers", "algorithm", "adasum/sum", "<=1.15",
                 "staged/adasum", ">=20");
     for (const adasum_row& r : rows) {
         if (r.bytes != layered_bytes)
@@ -572,8 +544,8 @@ void print_adasum(const std::vector<adasum_row>& rows, std::size_t layer_count)
         };
         std::printf("%5d %6zu %-17s %10s %6s %13s %6s\n", r.ranks, r.layered ? layer_count : std::size_t(1),
                     algorithm_name(r.algorithm), quotient(r.adasum, r.sum).c_str(),
-                    verdict(r.adasum, r.sum, true, 1.3), quotient(r.staged, r.adasum).c_str(),
-                    verdict(r.staged, r.adasum, false, 20.0));
+                    verdict(r.adasum, r.sum, true, adasum_bound), quotient(r.staged, r.adasum).c_str(),
+                    verdict(r.staged, r.adasum, false, staged_bound));
     }
 }
 

@@ -6,7 +6,9 @@
 //    ends (test_thrust_kernels), on every repetition, up to 2^26+3 elements (four levels of
 //    partials); it and the host kernel each within Higham's rounding bound of the exact
 //    triple; NaN propagates;
-//  - add_triple adds that triple to three doubles in device memory, and zero clears them.
+//  - part tables (kernels/thrust_adasum.hpp): each layer's triples, added in part order, and
+//    the scaled add with the coefficients formed on the device, bit for bit those of the
+//    CPU's sequential back end, layers of up to 2^24+3 elements.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -21,6 +23,8 @@
 #include <gradsync/kernels/host.hpp>
 #include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/kernels/thrust.hpp>
+#include <gradsync/kernels/thrust_adasum.hpp>
+#include <thrust/system/cpp/execution_policy.h>
 
 #include "gpu/kernel_reference.hpp"
 #include "reference.hpp"
@@ -134,27 +138,57 @@ TEMPLATE_TEST_CASE("CUDA triple: the documented order bit for bit, close to the 
     }
 }
 
-TEMPLATE_TEST_CASE("CUDA add_triple adds the documented-order triple to three device doubles, and zero clears them",
+TEMPLATE_TEST_CASE("CUDA part tables give the CPU's bits: each layer's triples in part order, then the scaled add",
                    "[kernels]", gradsync::half, float, double)
 {
     using T = TestType;
+    using gradsync::kernels::adasum_part;
     const stream st;
-    for (std::size_t n : lengths) {
-        INFO(ref::type_name<T>() << ", n = " << n);
-        const std::vector<T> a = values<T>(9 + n, n, false), b = values<T>(10 + n, n, false);
-        const dot_triple t = triple_in_documented_order(a, b);
-        const on_device<T> da(a), db(b);
-        on_device<double> sums(std::vector<double>{0.25, -3.0, 1e300});
-        gradsync::device_buffer<dot_triple> ws(gradsync::kernels::triple_workspace(n));
-        gradsync::kernels::add_triple(st.execution(), da.cspan(), db.cspan(), sums.d.data(),
-                                      std::span<dot_triple>(ws.data(), ws.size()));
-        const std::vector<double> got = sums.read();
-        CHECK(std::bit_cast<std::uint64_t>(got[0]) == std::bit_cast<std::uint64_t>(0.25 + t.ab));
-        CHECK(std::bit_cast<std::uint64_t>(got[1]) == std::bit_cast<std::uint64_t>(-3.0 + t.aa));
-        CHECK(std::bit_cast<std::uint64_t>(got[2]) == std::bit_cast<std::uint64_t>(1e300 + t.bb));
-        gradsync::kernels::zero(st.execution(), sums.span());
-        CHECK(sums.read() == std::vector<double>{0.0, 0.0, 0.0});
+    // Layers of one to four levels of partials, layer 1 in two parts, results in place of a
+    // or of b, operands in data and in scratch.
+    const std::size_t sizes[] = {1, 257, 16385, 1048587, (std::size_t(1) << 24) + 3};
+    const std::size_t layer_of[] = {0, 1, 1, 2, 3};
+    std::vector<adasum_part> parts;
+    std::size_t at = 0;
+    for (std::size_t p = 0; p < 5; ++p) {
+        const std::uint32_t a = p % 2 ? gradsync::kernels::in_scratch : gradsync::kernels::in_data;
+        parts.push_back({layer_of[p], at, at, at, sizes[p], a, a ^ 1u, p % 3 ? a : a ^ 1u});
+        at += sizes[p];
     }
+    const gradsync::kernels::part_lanes lanes(parts);
+    const std::vector<T> data0 = values<T>(31, at, false), scratch0 = values<T>(32, at, false);
+
+    std::vector<T> data = data0, scratch = scratch0;
+    std::vector<double> sums(12, 0.5);
+    std::vector<dot_triple> low(lanes.low), high(lanes.high);
+    const gradsync::kernels::part_arrays host{parts.data(), lanes.starts.data(), lanes.flat.data(),
+                                              lanes.groups.data()};
+    gradsync::kernels::add_part_triples(thrust::cpp::par, lanes, host, 0, parts.size(),
+                                        gradsync::kernels::adasum_operands<const T>{data.data(), scratch.data()},
+                                        sums.data(), low.data(), high.data());
+    gradsync::kernels::scaled_add_parts(thrust::cpp::par, lanes, host, 0, parts.size(),
+                                        gradsync::kernels::adasum_operands<T>{data.data(), scratch.data()},
+                                        sums.data());
+
+    const on_device<adasum_part> d_parts(parts);
+    const on_device<std::uint64_t> d_starts(lanes.starts), d_flat(lanes.flat), d_groups(lanes.groups);
+    on_device<T> d_data(data0), d_scratch(scratch0);
+    on_device<double> d_sums(std::vector<double>(12, 0.5));
+    gradsync::device_buffer<dot_triple> d_low(lanes.low), d_high(lanes.high);
+    const gradsync::kernels::part_arrays dev{d_parts.d.data(), d_starts.d.data(), d_flat.d.data(), d_groups.d.data()};
+    gradsync::kernels::add_part_triples(st.execution(), lanes, dev, 0, parts.size(),
+                                        gradsync::kernels::adasum_operands<const T>{d_data.d.data(), d_scratch.d.data()},
+                                        d_sums.d.data(), d_low.data(), d_high.data());
+    gradsync::kernels::scaled_add_parts(st.execution(), lanes, dev, 0, parts.size(),
+                                        gradsync::kernels::adasum_operands<T>{d_data.d.data(), d_scratch.d.data()},
+                                        d_sums.d.data());
+    const std::vector<double> got = d_sums.read();
+    for (std::size_t i = 0; i < sums.size(); ++i) {
+        INFO("sum " << i);
+        CHECK(std::bit_cast<std::uint64_t>(got[i]) == std::bit_cast<std::uint64_t>(sums[i]));
+    }
+    CHECK(first_difference(d_data.read(), data) == -1);
+    CHECK(first_difference(d_scratch.read(), scratch) == -1);
 }
 
 TEST_CASE("CUDA triple propagates NaN and Inf", "[kernels]")

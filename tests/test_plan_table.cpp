@@ -138,9 +138,9 @@ TEST_CASE("a plan's scratch_bytes() is the scratch its header describes", "[plan
                   std::min(largest_block, window * elems_per_segment(sizeof(float))) * sizeof(float));
             // Recursive doubling: the partner's whole vector.
             CHECK(doubling_bytes[std::size_t(r)] == count * sizeof(float));
-            // Adasum's plans add their layer triples (layer_triples.hpp: in host memory the
-            // sums and their host copy, three doubles each per layer; one layer here).
-            const std::size_t triples = 2 * 3 * sizeof(double);
+            // Adasum's plans add their layer triples (layer_triples.hpp: three doubles per
+            // layer, and no workspace in host memory; one layer here).
+            const std::size_t triples = 3 * sizeof(double);
             CHECK(adasum_doubling_bytes[std::size_t(r)] == count * sizeof(float) + triples);
             // Adasum's ring: the other ranks' copies of this rank's block, the triples, and
             // the triple sum's recursive doubling (three doubles).

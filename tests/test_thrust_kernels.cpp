@@ -7,6 +7,11 @@
 //    each within Higham's rounding bound of the exact triple; the same bits on every back end, thread
 //    count and repetition; NaN and Inf propagate;
 //  - lengths 0, 1, 7, 255..257, 1000, 16385 and 1048587 (one to four levels of partials);
+//  - part tables (kernels/thrust_adasum.hpp): parts of those lengths over several layers,
+//    operands and results in data and scratch, a layer in three parts: each layer's sums
+//    gain triple()'s bits of each part in part order, in one call or cut in two; the scaled
+//    add gives the host kernel's bits with adasum::from of the sums, guards untouched; 107
+//    small parts take as many levels as one part of all their elements;
 //  - operands of different sizes and a short workspace are usage_errors.
 #include <catch2/catch.hpp>
 
@@ -25,6 +30,8 @@
 #include <gradsync/kernels/host.hpp>
 #include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/kernels/thrust.hpp>
+#include <gradsync/kernels/thrust_adasum.hpp>
+#include <gradsync/policy/adasum.hpp>
 
 #include "gpu/kernel_reference.hpp"
 #include "reference.hpp"
@@ -147,33 +154,128 @@ TEMPLATE_TEST_CASE("Thrust triple: the documented order on every back end, close
     }
 }
 
-TEMPLATE_TEST_CASE("Thrust add_triple adds the documented-order triple to three doubles, and zero clears them",
+namespace {
+
+using gradsync::kernels::adasum_part;
+using gradsync::kernels::in_data;
+using gradsync::kernels::in_scratch;
+
+// A part table over 5 layers: layer 1 in three parts (a layer cut by segments), one part
+// of every length (a tree of one to four levels), operands in data and in scratch either
+// way round, results in both; layer 3 has no part.
+struct part_case {
+    std::vector<adasum_part> parts;
+    std::size_t data_size = 0, scratch_size = 0;
+
+    part_case()
+    {
+        const std::size_t layer_of[] = {0, 1, 1, 1, 2, 4, 4};
+        const std::size_t sizes[] = {1, 7, 256, 16385, 257, 1048587, 1000};
+        for (std::size_t p = 0; p < 7; ++p) {
+            const std::size_t n = sizes[p];
+            const bool swap = p % 2 == 1, into_scratch = p == 4;
+            adasum_part q{layer_of[p], 0, 0, 0, n, swap ? in_scratch : in_data, swap ? in_data : in_scratch, 0};
+            q.a = q.a_in == in_data ? data_size : scratch_size;
+            q.b = q.b_in == in_data ? data_size : scratch_size;
+            q.out_in = into_scratch ? in_scratch : in_data;
+            q.out = q.out_in == in_data ? data_size : scratch_size;
+            data_size += n + guard; // guards between parts stay untouched
+            scratch_size += n + guard;
+            parts.push_back(q);
+        }
+    }
+};
+
+template <class T>
+std::span<const T> operand(const std::vector<T>& data, const std::vector<T>& scratch, std::uint32_t in,
+                           std::uint64_t at, std::uint64_t n)
+{
+    return std::span<const T>((in == in_scratch ? scratch : data).data() + at, n);
+}
+
+} // namespace
+
+TEMPLATE_TEST_CASE("Thrust part tables: each layer's parts add triple()'s bits in part order, and the scaled add "
+                   "applies adasum's coefficients of the sums with the host kernel's bits",
                    "[thrust][kernels]", half, bfloat16, float, double)
 {
     using T = TestType;
-    for (std::size_t n : lengths) {
-        INFO(ref::type_name<T>() << ", n = " << n);
-        const std::vector<T> a = values<T>(9 + n, n, false), b = values<T>(10 + n, n, false);
-        const dot_triple t = triple_in_documented_order(a, b);
-        for (const backend& be : backends) {
-            INFO("on " << be.name());
-            // Three sums between two guards, starting from values the triple is added to.
-            std::vector<double> sums{guard_value, 0.25, -3.0, 1e300, guard_value};
-            std::vector<dot_triple> ws(gradsync::kernels::triple_workspace(n));
-            be.run([&](const auto& exec) {
-                gradsync::kernels::add_triple(exec, std::span<const T>(a), std::span<const T>(b), sums.data() + 1,
-                                              std::span<dot_triple>(ws));
-            });
-            CHECK(sums[0] == guard_value);
-            CHECK(sums[4] == guard_value);
-            CHECK(std::bit_cast<std::uint64_t>(sums[1]) == std::bit_cast<std::uint64_t>(0.25 + t.ab));
-            CHECK(std::bit_cast<std::uint64_t>(sums[2]) == std::bit_cast<std::uint64_t>(-3.0 + t.aa));
-            CHECK(std::bit_cast<std::uint64_t>(sums[3]) == std::bit_cast<std::uint64_t>(1e300 + t.bb));
-            be.run([&](const auto& exec) { gradsync::kernels::zero(exec, std::span<double>(sums).subspan(1, 3)); });
-            CHECK(sums == std::vector<double>{guard_value, 0.0, 0.0, 0.0, guard_value});
-            CHECK(!std::signbit(sums[1]));
-        }
+    const part_case c;
+    const gradsync::kernels::part_lanes lanes(c.parts);
+    const gradsync::kernels::part_arrays arrays{c.parts.data(), lanes.starts.data(), lanes.flat.data(),
+                                                lanes.groups.data()};
+    const std::vector<T> data0 = values<T>(21, c.data_size, false), scratch0 = values<T>(22, c.scratch_size, false);
+    // The triples as triple() forms them alone, added to sums that start away from zero.
+    std::vector<double> want(3 * 5 + 2, guard_value);
+    for (std::size_t l = 0; l < 5; ++l)
+        for (int k = 0; k < 3; ++k)
+            want[1 + 3 * l + k] = 0.25 * double(l + 1) - k;
+    const std::vector<double> start = want;
+    for (const adasum_part& q : c.parts) {
+        const std::span<const T> a = operand(data0, scratch0, q.a_in, q.a, q.size),
+                                 b = operand(data0, scratch0, q.b_in, q.b, q.size);
+        const dot_triple t = thrust_triple(backend{0}, std::vector<T>(a.begin(), a.end()), std::vector<T>(b.begin(), b.end()));
+        double* s = want.data() + 1 + 3 * q.layer;
+        s[0] = s[0] + t.ab;
+        s[1] = s[1] + t.aa;
+        s[2] = s[2] + t.bb;
     }
+    // The scaled add: the host kernel with adasum::from of the layer's sums.
+    std::vector<T> want_data = data0, want_scratch = scratch0;
+    for (const adasum_part& q : c.parts) {
+        const double* s = want.data() + 1 + 3 * q.layer;
+        const gradsync::adasum::coefficients k = gradsync::adasum::from({s[0], s[1], s[2]});
+        std::vector<T>& out = q.out_in == in_scratch ? want_scratch : want_data;
+        const std::vector<T> a(operand(data0, scratch0, q.a_in, q.a, q.size).begin(),
+                               operand(data0, scratch0, q.a_in, q.a, q.size).end()),
+            b(operand(data0, scratch0, q.b_in, q.b, q.size).begin(), operand(data0, scratch0, q.b_in, q.b, q.size).end());
+        gradsync::kernels::scaled_add<T>(std::span<T>(out.data() + q.out, q.size), k.a, std::span<const T>(a), k.b,
+                                         std::span<const T>(b));
+    }
+    for (const backend& be : backends)
+        for (const std::size_t cut : {std::size_t(0), std::size_t(3), std::size_t(5)}) {
+            INFO(ref::type_name<T>() << " on " << be.name() << ", parts in two calls cut at " << cut);
+            std::vector<double> sums = start;
+            std::vector<dot_triple> low(lanes.low + guard), high(lanes.high + guard);
+            std::vector<T> data = data0, scratch = scratch0;
+            const gradsync::kernels::adasum_operands<T> x{data.data(), scratch.data()};
+            const gradsync::kernels::adasum_operands<const T> cx{data.data(), scratch.data()};
+            be.run([&](const auto& exec) {
+                gradsync::kernels::add_part_triples(exec, lanes, arrays, 0, cut, cx, sums.data() + 1, low.data(),
+                                                    high.data());
+                gradsync::kernels::add_part_triples(exec, lanes, arrays, cut, c.parts.size(), cx, sums.data() + 1,
+                                                    low.data(), high.data());
+            });
+            for (std::size_t i = 0; i < sums.size(); ++i) {
+                INFO("sum " << i);
+                CHECK(std::bit_cast<std::uint64_t>(sums[i]) == std::bit_cast<std::uint64_t>(want[i]));
+            }
+            be.run([&](const auto& exec) {
+                gradsync::kernels::scaled_add_parts(exec, lanes, arrays, 0, cut, x, sums.data() + 1);
+                gradsync::kernels::scaled_add_parts(exec, lanes, arrays, cut, c.parts.size(), x, sums.data() + 1);
+            });
+            CHECK(first_difference(data, want_data) == -1);
+            CHECK(first_difference(scratch, want_scratch) == -1);
+        }
+}
+
+TEST_CASE("Thrust part tables: the triples take as many launches as one part of all the elements would", "[thrust][kernels]")
+{
+    using gradsync::kernels::part_lanes;
+    // 107 parts of 1..300 elements, and one part of as many elements.
+    std::vector<adasum_part> many;
+    std::uint64_t at = 0;
+    for (std::uint64_t l = 0; l < 107; ++l) {
+        const std::uint64_t n = 1 + l * 37 % 300;
+        many.push_back({l, at, at, at, n, in_data, in_scratch, in_data});
+        at += n;
+    }
+    const std::vector<adasum_part> one{{0, 0, 0, 0, at, in_data, in_scratch, in_data}};
+    const part_lanes m(many), o(one);
+    CHECK(m.levels == o.levels);
+    CHECK(m.depth_below(0, many.size()) == o.depth_below(0, 1));
+    CHECK(m.groups.size() == 108);
+    CHECK(m.flat.back() == at);
 }
 
 TEMPLATE_TEST_CASE("Thrust triple propagates NaN and Inf", "[thrust][kernels]", half, float, double)
@@ -210,12 +312,5 @@ TEST_CASE("Thrust kernels refuse operands of different sizes and a short workspa
                     gradsync::usage_error);
     CHECK_THROWS_WITH(gradsync::kernels::triple(thrust::cpp::par, std::span<const float>(a), std::span<const float>(a),
                                                 &result, std::span<dot_triple>(ws.data(), 1)),
-                      Catch::Contains("workspace of 2"));
-    double sums[3] = {};
-    CHECK_THROWS_WITH(gradsync::kernels::add_triple(thrust::cpp::par, std::span<const float>(a), sb, sums,
-                                                    std::span<dot_triple>(ws)),
-                      Catch::Contains("add_triple (Thrust): operands hold 300 and 299"));
-    CHECK_THROWS_WITH(gradsync::kernels::add_triple(thrust::cpp::par, std::span<const float>(a),
-                                                    std::span<const float>(a), sums, std::span<dot_triple>(ws.data(), 1)),
                       Catch::Contains("workspace of 2"));
 }

@@ -1,6 +1,6 @@
 // What the Thrust kernels are checked against, shared by the CPU test (test_thrust_kernels)
 // and the GPU test (test_device_kernels.cu): inputs, bit comparisons, and the triple in the
-// order kernels/thrust.hpp documents, written out plainly.
+// order kernels/thrust_adasum.hpp documents, written out plainly.
 #pragma once
 
 #include <bit>

@@ -10,8 +10,9 @@
 // recursive doubling with folding, gamma counted twice (the triples, then the scaled add).
 // cost: log2(P)*(alpha + M*beta + 2*M*gamma) + F*(2*alpha + 2*M*beta + 2*M*gamma)
 // In a memory space (Memory, algorithm/memory.hpp) the messages are the same, gamma is the
-// kernels', and each exchange adds two space synchronizations (sigma) and one copy of 24*L
-// bytes of triples to the host (algorithm/layer_triples.hpp).
+// kernels', and each exchange adds one space synchronization (sigma) and D + 2 kernels
+// (algorithm/layer_triples.hpp; D the depth of the triple's tree for M bytes), however many
+// layers there are.
 //
 // Preconditions: any N, count and layout; scratch holds the whole vector and the layer
 // triples (layer_triples.hpp). Both partners run the same kernels on the same (a, b), whose
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -35,11 +37,14 @@ namespace gradsync {
 template <element T, communicator C, class Memory = host_memory>
 class adasum_recursive_doubling_plan
     : public plan_types<recursive_doubling, C, typename Memory::template span<T>> {
+    using table = typename layer_triples<Memory>::table;
+
 public:
     adasum_recursive_doubling_plan(const C& comm, const layer_layout& layout,
                                    const plan_options<recursive_doubling>& options)
         : rank_(comm.rank()), fold_(comm.size()), layout_(layout), cut_(cut_for(comm, options.pipeline)),
-          triples_(layout.layers(), widest(layout)), scratch_(layout.total()),
+          low_(parts(layout, true)), high_(parts(layout, false)),
+          triples_(layout.layers(), std::max(low_.workspace(), high_.workspace())), scratch_(layout.total()),
           requests_(2 * cut_.messages<T>(layout.total()))
     {
         const int v = fold_.virtual_rank(rank_);
@@ -59,15 +64,12 @@ public:
             comm, fold_, tag, d, cut_, cut_, requests_,
             [&](int lower) {
                 exchange<T>(comm, tag, rank_, {}, lower, theirs, cut_, requests_);
-                combine(memory, d, theirs, d);
+                combine(memory, high_, d, theirs);
             },
             [&] {
                 for (const partner& p : partners_) {
                     exchange<T>(comm, tag, p.rank, d, p.rank, theirs, cut_, requests_);
-                    if (p.low)
-                        combine(memory, d, d, theirs);
-                    else
-                        combine(memory, d, theirs, d);
+                    combine(memory, p.low ? low_ : high_, d, theirs);
                 }
                 memory.canonicalize_nan(d);
                 memory.synchronize();
@@ -80,32 +82,27 @@ private:
         bool low; // this rank's vector is a
     };
 
-    // out = A(a, b) per layer: every layer's triple, one fetch, then every scaled add.
-    void combine(const Memory& memory, std::span<T> out, std::span<const T> a, std::span<const T> b)
+    // data = A(a, b) per layer, a and b data and theirs in t's order: every layer's triple,
+    // then every scaled add, each over the whole table at once.
+    void combine(const Memory& memory, const table& t, std::span<T> data, std::span<T> theirs)
     {
+        const kernels::adasum_operands<T> x{data.data(), theirs.data()};
         triples_.clear(memory);
-        for (std::size_t l = 0; l < layout_.layers(); ++l)
-            triples_.template add<T>(memory, l, layer(a, l), layer(b, l));
-        triples_.fetch(memory);
-        for (std::size_t l = 0; l < layout_.layers(); ++l) {
-            const adasum::coefficients c = triples_.coefficients(l);
-            memory.template scaled_add<T>(layer(out, l), c.a, layer(a, l), c.b, layer(b, l));
-        }
+        triples_.template add<T>(memory, t, 0, t.size(), x);
+        triples_.template apply<T>(memory, t, 0, t.size(), x);
         memory.synchronize();
     }
 
-    template <class U>
-    std::span<U> layer(std::span<U> x, std::size_t l) const noexcept
+    // Every layer whole, written to data; a is data (low) or the partner's copy.
+    static table parts(const layer_layout& layout, bool low)
     {
-        return x.subspan(layout_.offset(l), layout_.size(l));
-    }
-
-    static std::size_t widest(const layer_layout& layout) noexcept
-    {
-        std::size_t w = 0;
+        std::vector<kernels::adasum_part> p;
+        const std::uint32_t a = low ? kernels::in_data : kernels::in_scratch;
         for (std::size_t l = 0; l < layout.layers(); ++l)
-            w = std::max(w, layout.size(l));
-        return w;
+            if (layout.size(l))
+                p.push_back({l, layout.offset(l), layout.offset(l), layout.offset(l), layout.size(l), a,
+                             a ^ 1u, kernels::in_data});
+        return table(p);
     }
 
     int rank_;
@@ -113,6 +110,7 @@ private:
     layer_layout layout_;
     message_cut cut_;
     std::vector<partner> partners_;
+    table low_, high_; // the partner's copy as b (this rank holds a), and as a
     layer_triples<Memory> triples_;
     typename Memory::template buffer<T> scratch_;
     std::vector<typename C::request> requests_; // after scratch_: pending requests die first

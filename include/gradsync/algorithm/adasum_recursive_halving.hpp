@@ -20,14 +20,18 @@
 // step s = 0..log2(P)-1.
 // cost: 2*log2(P)*alpha + 2*(P-1)/P*M*beta + 2*(P-1)/P*M*gamma + log2(P)*(log2(P)+1)/2*(alpha + 24*L*beta) + F*(2*alpha + 2*M*beta + 2*M*gamma)
 // In a memory space (Memory, algorithm/memory.hpp) the messages are the same, gamma is the
-// kernels', and each step adds a few space synchronizations (sigma) and one copy of its
-// 24*L bytes of triples to the host (algorithm/layer_triples.hpp).
+// kernels', and step s adds s + 3 space synchronizations (sigma: before each send of the
+// triples, and before the data moves on) and D + s + 3 kernels (algorithm/layer_triples.hpp;
+// D the depth of the triple's tree for the step's block), however many layers there are.
 //
-// The receive of each step is segmented and this rank's partial triples of a segment are
-// formed as soon as it lands. A layer that lies wholly in this rank's part needs no other
-// rank's triple, so (when the part comes in several segments or its layers are small) it is
-// combined as soon as its last segment lands, while still in cache; only the layers cut by
-// a halving (at most two per rank and step) wait for the group's triple sum.
+// Each step's work is a part table made with the plan: the layers' stretches within the
+// kept half, cut where the receive's segments end. In host memory this rank's partial
+// triples of a segment are formed as soon as it lands. A layer that lies wholly in this
+// rank's part needs no other rank's triple, so (when the part comes in several segments or
+// its layers are small) it is combined as soon as its last segment lands, while still in
+// cache; only the layers cut by a halving (at most two per rank and step) wait for the
+// group's triple sum. A memory that queues its kernels forms all the step's triples at once
+// when the half has landed, and combines every layer after the group's sum.
 //
 // Preconditions: any N and count, any layout (empty and one-element layers included). Each
 // element is computed by one rank and then copied, and the group's triple sums are formed
@@ -36,7 +40,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <gradsync/algorithm/layer_triples.hpp>
@@ -55,6 +61,8 @@ namespace gradsync {
 // node too).
 template <element T, communicator C, class Memory = host_memory>
 class adasum_halving {
+    using table = typename layer_triples<Memory>::table;
+
 public:
     adasum_halving(const C& comm, const layer_layout& layout, const plan_options<recursive_halving>& options,
                    block range)
@@ -65,31 +73,46 @@ public:
     {
         const std::size_t count = range_.size();
         const int v = fold_.virtual_rank(rank_);
-        std::size_t largest = fold_.absorbs(rank_) ? count : 0, widest = fold_.absorbs(rank_) ? widest_part({0, count}) : 0;
+        std::size_t largest = fold_.absorbs(rank_) ? count : 0, workspace = 0;
         std::size_t requests = 2 * plain_.messages<double>(3 * layout.layers());
         if (fold_.sits_out(rank_) || fold_.absorbs(rank_))
             requests = std::max(requests, plain_.messages<T>(count));
+        if (fold_.absorbs(rank_)) {
+            std::vector<kernels::adasum_part> parts;
+            for_each_layer_part({0, count}, [&](std::size_t l, block b) {
+                parts.push_back({l, b.begin, b.begin, b.begin, b.size(), kernels::in_scratch, kernels::in_data,
+                                 kernels::in_data});
+            });
+            absorbed_ = table(parts);
+            workspace = absorbed_.workspace();
+        }
         if (v >= 0) {
             const std::vector<halving_step> halving = halving_schedule(fold_, v, count);
             for (std::size_t k = 0; k < halving.size(); ++k) {
                 const int mask = 1 << k;
-                step s{halving[k], (v & mask) == 0, peers_.size(), 0, false};
+                step s;
+                s.halves = halving[k];
+                s.low = (v & mask) == 0;
+                s.group_begin = peers_.size();
                 for (int m = 1; m <= mask; m <<= 1)
                     peers_.push_back(fold_.real_rank(v ^ m));
                 s.group_end = peers_.size();
-                const std::size_t kept = widest_part(s.halves.keep);
-                s.early = Memory::synchronous &&
-                          (piped_.messages<T>(s.halves.keep.size()) > 1 || kept * sizeof(T) <= early_layer_bytes);
-                steps_.push_back(s);
-                largest = std::max(largest, s.halves.keep.size());
-                widest = std::max(widest, kept);
+                const block keep = s.halves.keep;
+                s.segment = piped_.elems<T>(keep.size());
+                const bool early =
+                    Memory::synchronous &&
+                    (piped_.messages<T>(keep.size()) > 1 || widest_part(keep) * sizeof(T) <= early_layer_bytes);
+                plan_parts(s, early);
+                workspace = std::max(workspace, s.parts.workspace());
+                steps_.push_back(std::move(s));
+                largest = std::max(largest, keep.size());
                 requests = std::max({requests,
-                                     piped_.messages<T>(s.halves.send.size()) + piped_.messages<T>(s.halves.keep.size()),
-                                     plain_.messages<T>(s.halves.send.size()) + plain_.messages<T>(s.halves.keep.size())});
+                                     piped_.messages<T>(halving[k].send.size()) + piped_.messages<T>(keep.size()),
+                                     plain_.messages<T>(halving[k].send.size()) + plain_.messages<T>(keep.size())});
             }
         }
         scratch_ = typename Memory::template buffer<T>(largest);
-        triples_ = layer_triples<Memory>(layout.layers(), widest);
+        triples_ = layer_triples<Memory>(layout.layers(), workspace);
         received_ = typename Memory::template buffer<double>(3 * layout.layers());
         requests_.resize(requests);
     }
@@ -127,30 +150,71 @@ private:
     // (a GPU) never combines early: that would wait for each layer's triple.
     static constexpr std::size_t early_layer_bytes = std::size_t(16) << 10;
 
+    // Parts of a step's table applied as soon as the receive's segment `after` has landed.
+    struct early_run {
+        block parts;
+        std::size_t after;
+    };
+
     struct step {
-        halving_step halves;
-        bool low;                // this rank holds a (bit k of its virtual rank is 0)
-        std::size_t group_begin; // its triple-sum partners, in peers_
-        std::size_t group_end;
-        bool early;              // combine whole layers as they land
+        halving_step halves{};
+        bool low = false;            // this rank holds a (bit k of its virtual rank is 0)
+        std::size_t group_begin = 0; // its triple-sum partners, in peers_
+        std::size_t group_end = 0;
+        std::size_t segment = 0; // elements per segment of the receive
+        table parts;             // the layers' stretches within keep, cut at the segments
+        std::vector<std::size_t> segment_end; // parts of segment j end at segment_end[j]
+        std::vector<early_run> early;         // by segment
+        std::vector<block> late;              // parts applied after the group's sum
         int peer() const noexcept { return halves.peer; }
     };
+
+    // Step s's part table and when its parts are applied: with `early`, each layer that
+    // lies wholly in keep once its last segment has landed, the rest together at the end.
+    void plan_parts(step& s, bool early) const
+    {
+        const block keep = s.halves.keep;
+        std::vector<kernels::adasum_part> parts;
+        for (std::size_t begin = keep.begin; begin < keep.end; begin += s.segment) {
+            for_each_layer_part({begin, std::min(keep.end, begin + s.segment)}, [&](std::size_t l, block b) {
+                const std::size_t at = b.begin - keep.begin; // in the partner's half, in scratch
+                if (s.low)
+                    parts.push_back({l, b.begin, at, b.begin, b.size(), kernels::in_data, kernels::in_scratch,
+                                     kernels::in_data});
+                else
+                    parts.push_back({l, at, b.begin, b.begin, b.size(), kernels::in_scratch, kernels::in_data,
+                                     kernels::in_data});
+            });
+            s.segment_end.push_back(parts.size());
+        }
+        for (std::size_t first = 0, j = 0; first < parts.size();) {
+            std::size_t last = first + 1;
+            while (last < parts.size() && parts[last].layer == parts[first].layer)
+                ++last;
+            while (s.segment_end[j] < last)
+                ++j;
+            if (early && inside(parts[first].layer, keep))
+                s.early.push_back({{first, last}, j});
+            else if (!s.late.empty() && s.late.back().end == first)
+                s.late.back().end = last;
+            else
+                s.late.push_back({first, last});
+            first = last;
+        }
+        s.parts = table(parts);
+    }
 
     // h = A(g(lower), g(rank)), the lower rank's vector first.
     template <class Complete>
     void absorb(C& comm, const Memory& memory, std::span<T> data, int lower_rank, int tag, Complete& complete)
     {
-        const std::span<T> lower(scratch_.data(), data.size());
-        exchange<T>(comm, tag, rank_, {}, lower_rank, lower, plain_, requests_);
+        exchange<T>(comm, tag, rank_, {}, lower_rank, std::span<T>(scratch_.data(), data.size()), plain_, requests_);
+        const kernels::adasum_operands<T> x{data.data(), scratch_.data()};
         triples_.clear(memory);
-        const block all{0, data.size()};
-        for_each_layer_part(all, [&](std::size_t l, block b) {
-            triples_.template add<T>(memory, l, block_span(lower, b), block_span(data, b));
-        });
+        triples_.template add<T>(memory, absorbed_, 0, absorbed_.size(), x);
         memory.synchronize();
         complete(memory.view(triples_.sums()));
-        triples_.fetch(memory);
-        for_each_layer_part(all, [&](std::size_t l, block b) { apply_layer(memory, l, b, all, data, lower, false); });
+        triples_.template apply<T>(memory, absorbed_, 0, absorbed_.size(), x);
         memory.synchronize();
     }
 
@@ -158,28 +222,23 @@ private:
     void reduce_step(C& comm, const Memory& memory, std::span<T> data, const step& s, int tag, Complete& complete)
     {
         const block keep = s.halves.keep;
-        const std::span<T> theirs(scratch_.data(), keep.size());
-
-        // Receive their half segment by segment, forming this rank's partial triples of
-        // each segment as it lands (still in cache).
+        const kernels::adasum_operands<T> x{data.data(), scratch_.data()};
         triples_.clear(memory);
+        std::size_t next_early = 0;
         exchange_segments<T>(comm, tag, s.peer(), std::span<const T>(block_span(data, s.halves.send)), s.peer(),
-                             keep.size(), theirs, window_, piped_, requests_,
-                             [&](std::size_t begin, std::span<T> landed) {
-                                 const block seg{keep.begin + begin, keep.begin + begin + landed.size()};
-                                 for_each_layer_part(seg, [&](std::size_t l, block b) {
-                                     const std::span<const T> mine = block_span(data, b),
-                                                              other = block_span(theirs, shift(b, keep.begin));
-                                     if (s.low)
-                                         triples_.template add<T>(memory, l, mine, other);
-                                     else
-                                         triples_.template add<T>(memory, l, other, mine);
-                                     if (s.early && inside(l, keep) && b.end == layer_block(l).end) {
-                                         triples_.fetch(memory, l);
-                                         apply_layer(memory, l, layer_block(l), keep, data, theirs, s.low);
-                                     }
-                                 });
+                             keep.size(), std::span<T>(scratch_.data(), keep.size()), window_, piped_, requests_,
+                             [&](std::size_t begin, std::span<T>) {
+                                 if constexpr (Memory::synchronous) {
+                                     const std::size_t j = begin / s.segment;
+                                     triples_.template add<T>(memory, s.parts, j ? s.segment_end[j - 1] : 0,
+                                                              s.segment_end[j], x);
+                                     for (; next_early < s.early.size() && s.early[next_early].after == j; ++next_early)
+                                         triples_.template apply<T>(memory, s.parts, s.early[next_early].parts.begin,
+                                                                    s.early[next_early].parts.end, x);
+                                 }
                              });
+        if constexpr (!Memory::synchronous)
+            triples_.template add<T>(memory, s.parts, 0, s.parts.size(), x);
         memory.synchronize();
         for (std::size_t g = s.group_begin; g < s.group_end; ++g) {
             const std::span<double> received(received_.data(), received_.size());
@@ -188,38 +247,15 @@ private:
             memory.synchronize();
         }
         complete(memory.view(triples_.sums()));
-        triples_.fetch(memory);
-        for_each_layer_part(keep, [&](std::size_t l, block b) {
-            if (!s.early || !inside(l, keep))
-                apply_layer(memory, l, b, keep, data, theirs, s.low);
-        });
+        for (const block& r : s.late)
+            triples_.template apply<T>(memory, s.parts, r.begin, r.end, x);
         memory.synchronize();
-    }
-
-    // Layer l's positions within this plan's range (for a layer that lies in it).
-    block layer_block(std::size_t l) const noexcept
-    {
-        return {layout_.offset(l) - range_.begin, layout_.offset(l) + layout_.size(l) - range_.begin};
     }
 
     // Whether layer l lies wholly in r (positions within this plan's range).
     bool inside(std::size_t l, block r) const noexcept
     {
         return layout_.offset(l) >= range_.begin + r.begin && layout_.offset(l) + layout_.size(l) <= range_.begin + r.end;
-    }
-
-    // data = A(a, b) on p, a part of layer l within r, with layer l's fetched coefficients;
-    // a is data when `mine_is_a`; theirs holds the partner's copy of r.
-    void apply_layer(const Memory& memory, std::size_t l, block p, block r, std::span<T> data, std::span<T> theirs,
-                     bool mine_is_a)
-    {
-        const adasum::coefficients c = triples_.coefficients(l);
-        const std::span<T> mine = block_span(data, p);
-        const std::span<const T> other = block_span(theirs, shift(p, r.begin));
-        if (mine_is_a)
-            memory.template scaled_add<T>(mine, c.a, mine, c.b, other);
-        else
-            memory.template scaled_add<T>(mine, c.a, other, c.b, mine);
     }
 
     // The largest part of a layer within r (positions within this plan's range).
@@ -240,8 +276,6 @@ private:
                               [&](std::size_t l, std::size_t b, std::size_t e) { f(l, block{b - base, e - base}); });
     }
 
-    static block shift(block b, std::size_t by) noexcept { return {b.begin - by, b.end - by}; }
-
     int rank_;
     layer_layout layout_;
     block range_;
@@ -250,6 +284,7 @@ private:
     std::size_t window_;
     std::vector<step> steps_;
     std::vector<int> peers_;
+    table absorbed_; // the lower rank's vector (in scratch) as a, when this rank absorbs one
     layer_triples<Memory> triples_;
     typename Memory::template buffer<double> received_; // a partner's triples
     typename Memory::template buffer<T> scratch_;

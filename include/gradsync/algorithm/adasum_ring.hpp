@@ -21,10 +21,12 @@
 // recursive doubling, log2(P) + 2F messages.
 // cost: 2*(N-1)*alpha + 2*(N-1)/N*M*beta + 2*(N-1)/N*M*gamma + (N-1)*(log2(P) + 2*F)*(alpha + 24*L*beta)
 // In a memory space (Memory, algorithm/memory.hpp) the messages are the same, gamma is the
-// kernels', and each link adds a few space synchronizations (sigma) and one copy of its
-// 24*L bytes of triples to the host (algorithm/layer_triples.hpp).
+// kernels', and each link adds the synchronizations of its triple sum and one more (sigma),
+// and D + 2 kernels besides the sum's (algorithm/layer_triples.hpp; D the depth of the
+// triple's tree for M/N bytes), however many layers there are.
 // Scratch: the other ranks' copies of this rank's block, (N-1)/N of the buffer, the layer
-// triples (layer_triples.hpp) and their sum's recursive doubling (3 doubles per layer).
+// triples (layer_triples.hpp) and their sum's recursive doubling (3 doubles per layer), and
+// a part table per link.
 //
 // Preconditions: any N, count and layout (empty and one-element layers, layers across
 // blocks). Each element is computed by its block's owner and then copied, and the triple
@@ -33,7 +35,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <gradsync/algorithm/layer_triples.hpp>
@@ -47,10 +51,12 @@ namespace gradsync {
 
 template <element T, communicator C, class Memory = host_memory>
 class adasum_ring_plan : public plan_types<ring, C, typename Memory::template span<T>> {
+    using table = typename layer_triples<Memory>::table;
+
 public:
     adasum_ring_plan(const C& comm, const layer_layout& layout, const plan_options<ring>& options)
         : rank_(comm.rank()), size_(comm.size()), layout_(layout), cut_(cut_for(comm, options.pipeline)),
-          mine_(block_at(rank_)), triples_(layout.layers(), widest_part()),
+          mine_(block_at(rank_)), links_(make_links()), triples_(layout.layers(), workspace()),
           triple_sum_(comm, layer_layout(3 * layout.layers(), {}), options_for<recursive_doubling>(options)),
           scratch_(std::size_t(size_ - 1) * mine_.size()),
           requests_(2 * cut_.messages<T>(block_at(0).size())) // block 0 is never smaller
@@ -88,50 +94,58 @@ private:
     // then (or is the link's second operand, which scaled_add may overwrite).
     void link(C& comm, const Memory& memory, std::span<T> data, int k, int tag)
     {
+        const table& t = links_[std::size_t(k - 1)];
+        const kernels::adasum_operands<T> x{data.data(), scratch_.data()};
         triples_.clear(memory);
-        for_each_layer_part([&](std::size_t l, block b) {
-            triples_.template add<T>(memory, l, operand(data, chain_start(l), b), operand(data, chain_start(l) + k, b));
-        });
+        triples_.template add<T>(memory, t, 0, t.size(), x);
         triple_sum_.run(comm, memory.view(triples_.sums()), tag);
-        triples_.fetch(memory);
-        for_each_layer_part([&](std::size_t l, block b) {
-            const adasum::coefficients c = triples_.coefficients(l);
-            const std::span<T> acc = operand(data, chain_start(l), b);
-            memory.template scaled_add<T>(k + 1 == size_ ? block_span(data, b) : acc, c.a, acc, c.b,
-                                          operand(data, chain_start(l) + k, b));
-        });
+        triples_.template apply<T>(memory, t, 0, t.size(), x);
         memory.synchronize();
     }
 
-    // Calls f(layer, part) for every layer that meets this rank's block, part the
-    // intersection (positions in the buffer).
-    template <class F>
-    void for_each_layer_part(F f) const
+    // Link k's parts: every layer that meets this rank's block, on the intersection.
+    std::vector<table> make_links() const
     {
-        layout_.for_each_part(mine_.begin, mine_.end, [&](std::size_t l, std::size_t b, std::size_t e) { f(l, block{b, e}); });
+        std::vector<table> links;
+        for (int k = 1; k < size_; ++k) {
+            std::vector<kernels::adasum_part> parts;
+            layout_.for_each_part(mine_.begin, mine_.end, [&](std::size_t l, std::size_t b, std::size_t e) {
+                const std::pair<std::uint32_t, std::size_t> a = operand(chain_start(l), b),
+                                                            g = operand(chain_start(l) + k, b);
+                const std::pair<std::uint32_t, std::size_t> out = k + 1 == size_ ? operand(rank_, b) : a;
+                parts.push_back({l, a.second, g.second, out.second, e - b, a.first, g.first, out.first});
+            });
+            links.emplace_back(parts);
+        }
+        return links;
     }
 
-    std::size_t widest_part() const
+    std::size_t workspace() const noexcept
     {
-        std::size_t widest = 0;
-        for_each_layer_part([&](std::size_t, block b) { widest = std::max(widest, b.size()); });
-        return widest;
+        std::size_t w = 0;
+        for (const table& t : links_)
+            w = std::max(w, t.workspace());
+        return w;
     }
 
     int chain_start(std::size_t l) const noexcept { return int(l % std::size_t(size_)); }
 
-    // Rank q's gradient (or chain) on part b of this rank's block.
-    std::span<T> operand(std::span<T> data, int q, block b)
+    // Where rank q's gradient (or chain) at position p of this rank's block lies: in data,
+    // or in rank q's copy in scratch.
+    std::pair<std::uint32_t, std::size_t> operand(int q, std::size_t p) const noexcept
     {
         q %= size_;
-        return q == rank_ ? block_span(data, b) : copy_of(q).subspan(b.begin - mine_.begin, b.size());
+        if (q == rank_)
+            return {kernels::in_data, p};
+        return {kernels::in_scratch, slot_of(q) * mine_.size() + (p - mine_.begin)};
     }
+
+    std::size_t slot_of(int q) const noexcept { return std::size_t((q - rank_ + size_) % size_ - 1); }
 
     // Where rank q's copy of this rank's block is received.
     std::span<T> copy_of(int q)
     {
-        const std::size_t slot = std::size_t((q - rank_ + size_) % size_ - 1);
-        return std::span<T>(scratch_.data(), scratch_.size()).subspan(slot * mine_.size(), mine_.size());
+        return std::span<T>(scratch_.data(), scratch_.size()).subspan(slot_of(q) * mine_.size(), mine_.size());
     }
 
     block block_at(int q) const noexcept { return block_of(layout_.total(), size_, ((q % size_) + size_) % size_); }
@@ -140,6 +154,7 @@ private:
     layer_layout layout_;
     message_cut cut_;
     block mine_;
+    std::vector<table> links_;
     layer_triples<Memory> triples_; // [a.b, a.a, b.b] per layer, this rank's part, then summed
     recursive_doubling_plan<double, C, sum, Memory> triple_sum_;
     typename Memory::template buffer<T> scratch_;

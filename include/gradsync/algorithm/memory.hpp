@@ -14,15 +14,21 @@
 //   m.canonicalize_nan(x)          every NaN becomes the default quiet NaN
 //   m.synchronize()                returns when every queued combine and finish is done
 //   m.view(e)                      the M::span<T> of elements e (a part of a span of M)
-// and for Adasum (policy/adasum.hpp, algorithm/layer_triples.hpp)
+// and for Adasum (policy/adasum.hpp, algorithm/layer_triples.hpp), over a step's part table
+// (kernels/adasum_part.hpp) planned once, so a step costs the same number of kernels
+// whatever the number of layers:
 //   M::triple_order                the summation order of its triples: triple_order_host
 //                                  (kernels/host_adasum.hpp) or triple_order_thrust
-//                                  (kernels/thrust.hpp); the agreement check compares it
-//   M::triple_workspace(n)         partials add_triple needs for n elements
-//   m.add_triple(a, b, sums, ws)   sums[0..2] += [a.b, a.a, b.b]; sums lies in M
-//   m.scaled_add(out, ca, a, cb, b) out = fma(ca, a, cb*b), rounded once; out may be a or b
+//                                  (kernels/thrust_adasum.hpp); the agreement check compares it
+//   M::part_table(parts)           the parts, where M's kernels read them; .size() parts,
+//                                  .workspace() partials add_triples needs
+//   m.add_triples(t, first, last, x, sums, ws)
+//                                  sums[3l..3l+2] += [a.b, a.a, b.b] of each part of t in
+//                                  [first, last), in part order (l its layer); sums lies in M
+//   m.scaled_add_parts(t, first, last, x, sums)
+//                                  each part's out = fma(ca, a, cb*b), rounded once, with the
+//                                  coefficients of its layer's sums
 //   m.zero(x)                      x = +0
-//   m.to_host(x, out)              copies x (in M) to host memory and waits for it
 // host_memory is the default: the policies' own functions on ordinary memory, nothing
 // queued, so its synchronize() is empty and inlines away.
 #pragma once
@@ -31,8 +37,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include <gradsync/kernels/adasum_part.hpp>
 #include <gradsync/kernels/host.hpp>
 #include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/policy/sum.hpp>
@@ -53,7 +61,15 @@ struct host_memory {
     static constexpr bool combines = elementwise_policy<Policy>;
     static constexpr bool synchronous = true;
     static constexpr std::uint32_t triple_order = triple_order_host;
-    static constexpr std::size_t triple_workspace(std::size_t) noexcept { return 0; }
+
+    struct part_table {
+        std::vector<kernels::adasum_part> parts;
+
+        part_table() = default;
+        explicit part_table(std::vector<kernels::adasum_part> p) : parts(std::move(p)) {}
+        std::size_t size() const noexcept { return parts.size(); }
+        static constexpr std::size_t workspace() noexcept { return 0; }
+    };
 
     template <class T>
     static host_memory of(std::span<T>) noexcept
@@ -89,24 +105,33 @@ struct host_memory {
     }
 
     template <class T>
-    void add_triple(std::span<const T> a, std::span<const T> b, std::span<double> sums,
-                    std::span<kernels::dot_triple>) const noexcept
+    void add_triples(const part_table& t, std::size_t first, std::size_t last, kernels::adasum_operands<const T> x,
+                     std::span<double> sums, std::span<kernels::dot_triple>) const noexcept
     {
-        const kernels::dot_triple t = kernels::triple<T>(a, b);
-        sums[0] += t.ab;
-        sums[1] += t.aa;
-        sums[2] += t.bb;
+        for (std::size_t p = first; p < last; ++p) {
+            const kernels::adasum_part& q = t.parts[p];
+            const kernels::dot_triple d = kernels::triple<T>(std::span<const T>(x.base(q.a_in) + q.a, q.size),
+                                                             std::span<const T>(x.base(q.b_in) + q.b, q.size));
+            double* s = sums.data() + 3 * q.layer;
+            s[0] += d.ab;
+            s[1] += d.aa;
+            s[2] += d.bb;
+        }
     }
     template <class T>
-    void scaled_add(std::span<T> out, double ca, std::span<const T> a, double cb, std::span<const T> b) const noexcept
+    void scaled_add_parts(const part_table& t, std::size_t first, std::size_t last, kernels::adasum_operands<T> x,
+                          std::span<const double> sums) const noexcept
     {
-        kernels::scaled_add<T>(out, ca, a, cb, b);
+        for (std::size_t p = first; p < last; ++p) {
+            const kernels::adasum_part& q = t.parts[p];
+            const double* s = sums.data() + 3 * q.layer;
+            const kernels::coefficient_pair c = kernels::adasum_coefficients({s[0], s[1], s[2]});
+            kernels::scaled_add<T>(std::span<T>(x.base(q.out_in) + q.out, q.size), c.a,
+                                   std::span<const T>(x.base(q.a_in) + q.a, q.size), c.b,
+                                   std::span<const T>(x.base(q.b_in) + q.b, q.size));
+        }
     }
     void zero(std::span<double> x) const noexcept { std::fill(x.begin(), x.end(), 0.0); }
-    void to_host(std::span<const double> x, std::span<double> out) const noexcept
-    {
-        std::copy(x.begin(), x.end(), out.begin());
-    }
 };
 
 } // namespace gradsync

@@ -2,22 +2,26 @@
 // (algorithm/memory.hpp), so every plan reduces a device_span<T, Space> with the host plans'
 // messages: Sum and Average with their bits, Adasum with the Thrust triple's order. Combine,
 // finish, the canonical NaN and Adasum's triples and scaled add are the Thrust kernels
-// (device/policy.hpp, kernels/thrust.hpp), queued in the span's space, so the plans
-// synchronize the space before a send reads what a kernel wrote (Memory::synchronous is
-// false); scratch is Space::buffer<T>. Only Adasum's triples (three doubles per layer)
-// are copied to the host, for the coefficients.
+// (device/policy.hpp, kernels/thrust.hpp, kernels/thrust_adasum.hpp), queued in the span's
+// space, so the plans synchronize the space before a send reads what a kernel wrote
+// (Memory::synchronous is false); scratch is Space::buffer<T>. Adasum's part tables are
+// copied into the space when a plan is built; its coefficients are formed there, so
+// nothing of a call is copied to the host.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include <gradsync/algorithm/memory.hpp>
 
 #include <gradsync/broadcast_element.hpp>
 #include <gradsync/device/policy.hpp>
 #include <gradsync/device/span.hpp>
+#include <gradsync/kernels/adasum_part.hpp>
 #include <gradsync/kernels/thrust.hpp>
+#include <gradsync/kernels/thrust_adasum.hpp>
 #include <gradsync/types.hpp>
 
 namespace gradsync {
@@ -35,7 +39,39 @@ struct space_memory {
     static constexpr bool combines = device_elementwise<Policy>;
     static constexpr bool synchronous = false;
     static constexpr std::uint32_t triple_order = triple_order_thrust;
-    static constexpr std::size_t triple_workspace(std::size_t n) noexcept { return kernels::triple_workspace(n); }
+
+    // A step's parts and their lanes, copied into the space once.
+    class part_table {
+    public:
+        part_table() = default;
+        explicit part_table(const std::vector<kernels::adasum_part>& parts)
+            : lanes_(parts), parts_(upload(parts)), starts_(upload(lanes_.starts)), flat_(upload(lanes_.flat)),
+              groups_(upload(lanes_.groups))
+        {
+        }
+        std::size_t size() const noexcept { return lanes_.parts; }
+        std::size_t workspace() const noexcept { return lanes_.low + lanes_.high; }
+        const kernels::part_lanes& lanes() const noexcept { return lanes_; }
+        kernels::part_arrays arrays() const noexcept
+        {
+            return {parts_.data(), starts_.data(), flat_.data(), groups_.data()};
+        }
+
+    private:
+        template <class U>
+        static buffer<U> upload(const std::vector<U>& v)
+        {
+            buffer<U> b(v.size());
+            const Space space{};
+            space.copy(b.data(), v.data(), v.size() * sizeof(U));
+            space.synchronize();
+            return b;
+        }
+
+        kernels::part_lanes lanes_;
+        buffer<kernels::adasum_part> parts_;
+        buffer<std::uint64_t> starts_, flat_, groups_;
+    };
 
     Space space{};
 
@@ -73,22 +109,19 @@ struct space_memory {
     }
 
     template <element T>
-    void add_triple(std::span<const T> a, std::span<const T> b, std::span<double> sums,
-                    std::span<kernels::dot_triple> ws) const
+    void add_triples(const part_table& t, std::size_t first, std::size_t last, kernels::adasum_operands<const T> x,
+                     std::span<double> sums, std::span<kernels::dot_triple> ws) const
     {
-        kernels::add_triple(space.execution(), a, b, sums.data(), ws);
+        kernels::add_part_triples(space.execution(), t.lanes(), t.arrays(), first, last, x, sums.data(), ws.data(),
+                                  ws.data() + t.lanes().low);
     }
     template <element T>
-    void scaled_add(std::span<T> out, double ca, std::span<const T> a, double cb, std::span<const T> b) const
+    void scaled_add_parts(const part_table& t, std::size_t first, std::size_t last, kernels::adasum_operands<T> x,
+                          std::span<const double> sums) const
     {
-        kernels::scaled_add(space.execution(), out, ca, a, cb, b);
+        kernels::scaled_add_parts(space.execution(), t.lanes(), t.arrays(), first, last, x, sums.data());
     }
     void zero(std::span<double> x) const { kernels::zero(space.execution(), x); }
-    void to_host(std::span<const double> x, std::span<double> out) const
-    {
-        space.copy(out.data(), x.data(), x.size_bytes());
-        space.synchronize();
-    }
 };
 
 } // namespace gradsync

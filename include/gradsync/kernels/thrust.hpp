@@ -1,35 +1,23 @@
-// Kernels through Thrust: the host kernels' arithmetic (kernels/host.hpp and
-// kernels/host_adasum.hpp) on any Thrust execution policy, so one source runs on a CUDA
-// stream (thrust::cuda::par_nosync.on(s), under nvcc) and on the CPU (thrust::omp::par,
-// thrust::tbb::par, thrust::cpp::par).
+// Elementwise kernels through Thrust: the host kernels' arithmetic (kernels/host.hpp, and
+// kernels/host_adasum.hpp's scaled add) on any Thrust execution policy, so one source runs on
+// a CUDA stream (thrust::cuda::par_nosync.on(s), under nvcc) and on the CPU
+// (thrust::omp::par, thrust::tbb::par, thrust::cpp::par). Adasum's triple and its kernels
+// over a part table are in kernels/thrust_adasum.hpp.
 //
 //   add(exec, acc, in)                   acc[i] = acc[i] + in[i]
 //   scale(exec, x, f)                    x[i] = x[i] * f
 //   scaled_add(exec, out, ca, a, cb, b)  out[i] = fma(ca, a[i], cb*b[i]); out may be a or b
-//   triple(exec, a, b, result, ws)       *result = [a.b, a.a, b.b]
-//   add_triple(exec, a, b, sums, ws)     sums[0..2] += [a.b, a.a, b.b] (three doubles)
 //   zero(exec, x)                        x[i] = +0
 //   canonicalize_nan(exec, x)            every NaN becomes the host kernel's quiet NaN
 //
-// Preconditions: every span (and result, ws) lies in memory that exec's kernels can reach;
-// operands have equal sizes (else usage_error). Kernels are queued on exec: with
-// par_nosync the call returns before they finish. Cost: one pass over the operands
-// (memory-bound); triple adds about log64(n/256) small passes over partials.
+// Preconditions: every span lies in memory that exec's kernels can reach; operands have
+// equal sizes (else usage_error). Kernels are queued on exec: with par_nosync the call
+// returns before they finish. Cost: one pass over the operands (memory-bound), one launch.
 //
 // Rounding, as the host kernels: add and scale work in the accumulate type and round once
 // per element; scaled_add forms the value in double and rounds once (16-bit types: to float
-// with round-to-odd, then to nearest even). Elementwise results are bit for bit those of the
-// host kernels, NaN payloads aside (CUDA's 16-bit conversions return one canonical NaN).
-//
-// The triple's summation order is fixed by n alone, never by the back end, the thread count
-// or addresses, and there are no atomics, so it is bitwise reproducible everywhere (a GPU and
-// a CPU give the same bits). Level 1 has m = max(1, ceil(n / 256)) lanes; lane j starts at
-// +0 and accumulates x*x, x*y and y*y with fma in double over elements i = j, j+m, j+2m, ...
-// (< n) in increasing order. Each further level reduces the L partials of the level before
-// with m' = ceil(L / 64) lanes the same way (lane j adds partials j, j+m', ... to +0 in
-// order) until one remains. Strided lanes let neighbouring GPU threads read neighbouring
-// elements. It differs from the host kernels' order, so the two agree to rounding error, not
-// bit for bit. ws holds the partials: triple_workspace(n) of them.
+// with round-to-odd, then to nearest even). Results are bit for bit those of the host
+// kernels, NaN payloads aside (CUDA's 16-bit conversions return one canonical NaN).
 //
 // Under nvcc 16-bit elements are read as CUDA's __half and __nv_bfloat16 (the same bits as
 // gradsync::half and gradsync::bfloat16); elsewhere as gradsync's own types.
@@ -45,32 +33,19 @@
 #include <type_traits>
 
 #include <thrust/fill.h>
-#include <thrust/for_each.h>
-#include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform.h>
 
 #include <gradsync/error.hpp>
 #include <gradsync/kernels/host.hpp>
-#include <gradsync/kernels/host_adasum.hpp>
+#include <gradsync/kernels/host_device.hpp>
 #include <gradsync/types.hpp>
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#define GRADSYNC_HD __host__ __device__
-#else
-#define GRADSYNC_HD
-#endif
-#if defined(__CUDA_ARCH__)
-#define GRADSYNC_UNROLL _Pragma("unroll")
-#else
-#define GRADSYNC_UNROLL
 #endif
 
 namespace gradsync::kernels {
-
-inline constexpr std::size_t triple_first_fanout = 256; // elements per level-1 lane
-inline constexpr std::size_t triple_fanout = 64;        // partials per lane above level 1
 
 namespace thrust_detail {
 
@@ -196,94 +171,6 @@ struct canonical_nan_op {
     GRADSYNC_HD K operator()(K x) const { return ops<K>::widen(x) != ops<K>::widen(x) ? quiet : x; }
 };
 
-// Visits i = j, j + lanes, ... (< n) in increasing order, loading B of them before using
-// them: a GPU thread needs several loads in flight to keep memory busy. The batch sizes
-// below are the fastest found (docs/results.md, "Kernel notes").
-template <std::size_t B, class Load, class Use>
-GRADSYNC_HD void strided_in_batches(std::size_t j, std::size_t n, std::size_t lanes, Load load, Use use)
-{
-    using V = decltype(load(j));
-    std::size_t i = j;
-    for (; i + (B - 1) * lanes < n; i += B * lanes) {
-        V v[B];
-        GRADSYNC_UNROLL
-        for (std::size_t u = 0; u < B; ++u)
-            v[u] = load(i + u * lanes);
-        GRADSYNC_UNROLL
-        for (std::size_t u = 0; u < B; ++u)
-            use(v[u]);
-    }
-    for (; i < n; i += lanes)
-        use(load(i));
-}
-
-template <class K>
-struct element_pair {
-    K x, y;
-};
-
-// Level 1 of the triple: lane j over elements j, j + lanes, ...
-template <class K>
-struct triple_lane {
-    static constexpr std::size_t batch = sizeof(K) == 4 ? 16 : 8;
-    const K* a;
-    const K* b;
-    std::size_t n;
-    std::size_t lanes;
-    GRADSYNC_HD dot_triple operator()(std::size_t j) const
-    {
-        double ab = 0, aa = 0, bb = 0;
-        strided_in_batches<batch>(
-            j, n, lanes, [this](std::size_t i) { return element_pair<K>{a[i], b[i]}; },
-            [&](element_pair<K> e) {
-                const double x = double(ops<K>::widen(e.x)), y = double(ops<K>::widen(e.y));
-                ab = fma_d(x, y, ab);
-                aa = fma_d(x, x, aa);
-                bb = fma_d(y, y, bb);
-            });
-        return dot_triple{ab, aa, bb};
-    }
-};
-
-// Levels above: lane j over partials j, j + lanes, ...
-struct partial_lane {
-    static constexpr std::size_t batch = 16;
-    const dot_triple* p;
-    std::size_t n;
-    std::size_t lanes;
-    GRADSYNC_HD dot_triple operator()(std::size_t j) const
-    {
-        double ab = 0, aa = 0, bb = 0;
-        strided_in_batches<batch>(
-            j, n, lanes, [this](std::size_t i) { return p[i]; },
-            [&](const dot_triple& t) {
-                ab = ab + t.ab;
-                aa = aa + t.aa;
-                bb = bb + t.bb;
-            });
-        return dot_triple{ab, aa, bb};
-    }
-};
-
-// The top level of add_triple: the one lane's triple added to three doubles.
-template <class Lane>
-struct add_top {
-    Lane lane;
-    double* sums;
-    GRADSYNC_HD void operator()(std::size_t) const
-    {
-        const dot_triple t = lane(0);
-        sums[0] = sums[0] + t.ab;
-        sums[1] = sums[1] + t.aa;
-        sums[2] = sums[2] + t.bb;
-    }
-};
-
-constexpr std::size_t lanes_of(std::size_t n, std::size_t fanout) noexcept
-{
-    return n <= fanout ? 1 : (n + fanout - 1) / fanout;
-}
-
 inline void check_sizes(const char* kernel, std::size_t a, std::size_t b)
 {
     if (a != b)
@@ -292,16 +179,6 @@ inline void check_sizes(const char* kernel, std::size_t a, std::size_t b)
 }
 
 } // namespace thrust_detail
-
-// Partials triple() needs for n elements: the two largest levels below the top.
-constexpr std::size_t triple_workspace(std::size_t n) noexcept
-{
-    const std::size_t first = thrust_detail::lanes_of(n, triple_first_fanout);
-    if (first == 1)
-        return 0;
-    const std::size_t second = thrust_detail::lanes_of(first, triple_fanout);
-    return first + (second == 1 ? 0 : second);
-}
 
 template <class Exec, element T>
 void add(const Exec& exec, std::span<T> acc, std::span<const T> in)
@@ -341,62 +218,6 @@ void canonicalize_nan(const Exec& exec, std::span<T> x)
     thrust::transform(exec, p, p + x.size(), p, thrust_detail::canonical_nan_op<K>{std::bit_cast<K>(quiet)});
 }
 
-namespace thrust_detail {
-
-// The levels of the triple of (a, b) below the top (into workspace), then top(lane) with the
-// one lane left: triple() stores its triple, add_triple() adds it.
-template <class Exec, element T, class Top>
-void triple_levels(const Exec& exec, const char* kernel, std::span<const T> a, std::span<const T> b,
-                   std::span<dot_triple> workspace, Top top)
-{
-    check_sizes(kernel, a.size(), b.size());
-    const std::size_t n = a.size();
-    if (workspace.size() < triple_workspace(n))
-        throw usage_error(std::string("gradsync::kernels::") + kernel + " (Thrust): " + std::to_string(n) +
-                          " elements need a workspace of " + std::to_string(triple_workspace(n)) + " partials, got " +
-                          std::to_string(workspace.size()));
-    using count = thrust::counting_iterator<std::size_t>;
-    const triple_lane<kernel_t<T>> first{kernel_data(a), kernel_data(b), n, lanes_of(n, triple_first_fanout)};
-    if (first.lanes == 1)
-        return top(first);
-    std::size_t lanes = first.lanes;
-    dot_triple* const low = workspace.data();
-    dot_triple* const high = low + lanes;
-    thrust::transform(exec, count(0), count(lanes), low, first);
-    const dot_triple* in = low;
-    for (;;) {
-        const partial_lane next{in, lanes, lanes_of(lanes, triple_fanout)};
-        if (next.lanes == 1)
-            return top(next);
-        dot_triple* const out = in == low ? high : low;
-        thrust::transform(exec, count(0), count(next.lanes), out, next);
-        in = out;
-        lanes = next.lanes;
-    }
-}
-
-} // namespace thrust_detail
-
-template <class Exec, element T>
-void triple(const Exec& exec, std::span<const T> a, std::span<const T> b, dot_triple* result,
-            std::span<dot_triple> workspace)
-{
-    using count = thrust::counting_iterator<std::size_t>;
-    thrust_detail::triple_levels(exec, "triple", a, b, workspace, [&](const auto& lane) {
-        thrust::transform(exec, count(0), count(1), result, lane);
-    });
-}
-
-template <class Exec, element T>
-void add_triple(const Exec& exec, std::span<const T> a, std::span<const T> b, double* sums,
-                std::span<dot_triple> workspace)
-{
-    using count = thrust::counting_iterator<std::size_t>;
-    thrust_detail::triple_levels(exec, "add_triple", a, b, workspace, [&](const auto& lane) {
-        thrust::for_each(exec, count(0), count(1), thrust_detail::add_top<std::decay_t<decltype(lane)>>{lane, sums});
-    });
-}
-
 template <class Exec, element T>
 void zero(const Exec& exec, std::span<T> x)
 {
@@ -406,6 +227,3 @@ void zero(const Exec& exec, std::span<T> x)
 }
 
 } // namespace gradsync::kernels
-
-#undef GRADSYNC_HD
-#undef GRADSYNC_UNROLL

@@ -12,12 +12,11 @@
 // has an Adasum plan of its own (the table, plan_table.hpp, chooses it).
 #pragma once
 
-#include <cfloat>
-#include <cmath>
 #include <cstdint>
 #include <span>
 #include <type_traits>
 
+#include <gradsync/kernels/adasum_part.hpp>
 #include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/types.hpp>
 
@@ -27,16 +26,9 @@ struct adasum {
     static constexpr std::uint32_t code = 3;
     static constexpr const char* name = "adasum";
 
-    struct coefficients {
-        double a = 1;
-        double b = 1;
-    };
+    using coefficients = kernels::coefficient_pair;
 
-    static coefficients from(const kernels::dot_triple& t) noexcept
-    {
-        const double guard = std::sqrt(DBL_MIN);
-        return {t.aa >= guard ? 1 - t.ab / (2 * t.aa) : 1.0, t.bb >= guard ? 1 - t.ab / (2 * t.bb) : 1.0};
-    }
+    static coefficients from(const kernels::dot_triple& t) noexcept { return kernels::adasum_coefficients(t); }
 
     // out = A(a, b) for one whole layer held locally; out may be a or b.
     template <element T>
