@@ -22,6 +22,6 @@ torch_packages=(libtorch-dev zlib1g-dev dataset-fashion-mnist)
 # The test tiers: Open MPI and Boost.MPI; MPICH for the cross-check; clang with its runtime for
 # libFuzzer; Thrust (OpenMP back end) for the device kernels on the CPU; libtorch, zlib and
 # Fashion-MNIST for data_parallel and its example, Gloo's headers for the ProcessGroupGloo
-# benchmark; Doxygen for the API reference.
+# benchmark; Doxygen for the API reference; iproute2 (ip, tc) for the test cluster's hosts.
 test_packages=("${build_packages[@]}" catch2 libbenchmark-dev openmpi-bin libopenmpi-dev libboost-mpi-dev
-  mpich libmpich-dev clang libclang-rt-14-dev libthrust-dev "${torch_packages[@]}" libgloo-dev doxygen)
+  mpich libmpich-dev clang libclang-rt-14-dev libthrust-dev "${torch_packages[@]}" libgloo-dev doxygen iproute2)
