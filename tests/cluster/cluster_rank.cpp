@@ -11,8 +11,10 @@
 // each cluster rank equals its local_group rank). Prints one line per difference; exits 0
 // when there is none, 1 otherwise, 2 on bad arguments.
 //
-//   cluster_rank_gloo RANK SIZE STORE_DIR ADDRESS
+//   cluster_rank_gloo RANK SIZE STORE_DIR ADDRESS [--fault]
 //   cluster_rank_mpi
+// With --fault it runs calls until one fails instead (run_until_fault, a deadline of 3 s).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -124,6 +126,53 @@ struct job {
 
 } // namespace
 
+// The fault mode: Sum by recursive halving of 4 MiB of small integers, call after call, each
+// result checked exactly, until a call fails (someone cuts a link). Prints the error's class
+// and when it came (milliseconds since the epoch), for tests/cluster/fault.sh to hold against
+// the time of the cut; exits 3 then, 1 on a wrong result, 4 when nothing failed in 60 s.
+// Says "under way" once its first call is done, so the cut comes after every rank started.
+int run_until_fault(int rank, int size, communicator& comm)
+{
+    const std::size_t count = std::size_t(1) << 20;
+    const float want = float(size * (size + 1) / 2);
+    std::vector<float> data(count);
+    gradsync::reducer<float, communicator, gradsync::sum, gradsync::recursive_halving> reduce(comm, count);
+    const auto start = std::chrono::steady_clock::now();
+    long calls = 0;
+    const auto report = [&](const char* what, const std::exception& e) {
+        const long long now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+        std::printf("rank %d: %s at %lld after %ld calls: %s\n", rank, what, now, calls, e.what());
+        return 3;
+    };
+    while (std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+        std::fill(data.begin(), data.end(), float(rank + 1));
+        try {
+            reduce(std::span<float>(data));
+        } catch (const gradsync::deadline_error& e) {
+            return report("deadline_error", e);
+        } catch (const gradsync::communication_error& e) {
+            return report("communication_error", e);
+        } catch (const gradsync::error& e) {
+            return report("error", e);
+        } catch (const std::exception& e) {
+            return report("unnamed", e);
+        }
+        if (++calls == 1) {
+            std::printf("rank %d: under way\n", rank);
+            std::fflush(stdout);
+        }
+        for (float x : data)
+            if (x != want) {
+                std::printf("rank %d: wrong data after %ld calls: %g, not %g\n", rank, calls, double(x), double(want));
+                return 1;
+            }
+    }
+    std::printf("rank %d: no call failed in 60 s (%ld calls)\n", rank, calls);
+    return 4;
+}
+
 // Every check, on this rank; 0 when all held.
 int run(int rank, int size, communicator& comm)
 {
@@ -156,8 +205,9 @@ int main(int argc, char** argv)
 #else
 int main(int argc, char** argv)
 {
-    if (argc != 5) {
-        std::fprintf(stderr, "usage: cluster_rank_gloo RANK SIZE STORE_DIR ADDRESS\n");
+    const bool fault = argc == 6 && std::string(argv[5]) == "--fault";
+    if (argc != 5 && !fault) {
+        std::fprintf(stderr, "usage: cluster_rank_gloo RANK SIZE STORE_DIR ADDRESS [--fault]\n");
         return 2;
     }
     const int rank = std::stoi(argv[1]), size = std::stoi(argv[2]);
@@ -166,8 +216,9 @@ int main(int argc, char** argv)
         gradsync::gloo_connect_options connect;
         connect.hostname = argv[4];
         connect.timeout = std::chrono::seconds(30);
-        communicator comm(gradsync::gloo_connect(store, rank, size, connect), {.deadline = std::chrono::seconds(20)});
-        return run(rank, size, comm);
+        communicator comm(gradsync::gloo_connect(store, rank, size, connect),
+                          {.deadline = std::chrono::seconds(fault ? 3 : 20)});
+        return fault ? run_until_fault(rank, size, comm) : run(rank, size, comm);
     } catch (const std::exception& e) {
         std::printf("rank %d: %s\n", rank, e.what());
         return 1;
