@@ -159,21 +159,18 @@ GRADSYNC_HD inline std::size_t part_at(const std::uint64_t* starts, std::size_t 
     return first;
 }
 
-// One lane of level t of every part's tree: level 1 over the part's elements, the levels
-// above over its partials of the level below (`below` the lane starts of that level).
+// What a level of every part's tree reads: level 1 the parts' elements, the levels above
+// the parts' partials of the level below (`below` that level's lane starts, null at level 1).
 template <class K>
-struct part_level_lane {
+struct part_level_input {
     const adasum_part* parts;
-    const std::uint64_t* starts; // this level's
-    const std::uint64_t* below;  // the level below's, null at level 1
-    const dot_triple* in;        // the level below's partials
+    const std::uint64_t* below;
+    const dot_triple* in; // the level below's partials
     adasum_operands<const K> x;
-    std::size_t first, last;
 
-    GRADSYNC_HD dot_triple operator()(std::uint64_t g) const
+    // Lane j of `lanes` over part p.
+    GRADSYNC_HD dot_triple lane(std::size_t p, std::uint64_t lanes, std::uint64_t j) const
     {
-        const std::size_t p = part_at(starts, first, last, g);
-        const std::uint64_t j = g - starts[p], lanes = starts[p + 1] - starts[p];
         if (!below) {
             const adasum_part& q = parts[p];
             return triple_lane<K>{x.base(q.a_in) + q.a, x.base(q.b_in) + q.b, q.size, lanes}(j);
@@ -182,14 +179,25 @@ struct part_level_lane {
     }
 };
 
+// One lane of a level below the top, over every part in [first, last).
+template <class K>
+struct part_level_lane {
+    part_level_input<K> input;
+    const std::uint64_t* starts; // this level's
+    std::size_t first, last;
+
+    GRADSYNC_HD dot_triple operator()(std::uint64_t g) const
+    {
+        const std::size_t p = part_at(starts, first, last, g);
+        return input.lane(p, starts[p + 1] - starts[p], g - starts[p]);
+    }
+};
+
 // The top: a lane per layer adds the triple of each of its parts in [first, last), in order.
 template <class K>
 struct part_top_lane {
-    const adasum_part* parts;
+    part_level_input<K> input;
     const std::uint64_t* groups; // a layer's parts: [groups[i], groups[i + 1])
-    const std::uint64_t* below;  // the lane starts of the level below, null when there is none
-    const dot_triple* in;
-    adasum_operands<const K> x;
     std::size_t first, last;
     double* sums;
 
@@ -198,10 +206,8 @@ struct part_top_lane {
         const std::uint64_t begin = groups[i] > first ? groups[i] : first;
         const std::uint64_t end = groups[i + 1] < last ? groups[i + 1] : last;
         for (std::uint64_t p = begin; p < end; ++p) {
-            const adasum_part& q = parts[p];
-            const dot_triple t = below ? partial_lane{in + below[p], below[p + 1] - below[p], 1}(0)
-                                       : triple_lane<K>{x.base(q.a_in) + q.a, x.base(q.b_in) + q.b, q.size, 1}(0);
-            double* s = sums + 3 * q.layer;
+            const dot_triple t = input.lane(p, 1, 0);
+            double* s = sums + 3 * input.parts[p].layer;
             s[0] = s[0] + t.ab;
             s[1] = s[1] + t.aa;
             s[2] = s[2] + t.bb;
@@ -357,12 +363,12 @@ void add_part_triples(const Exec& exec, const part_lanes& lanes, const part_arra
         const std::uint64_t* host = lanes.starts.data() + t * stride;
         dot_triple* const out = t % 2 == 0 ? low : high;
         thrust::transform(exec, count(host[first]), count(host[last]), out + host[first],
-                          part_level_lane<K>{a.parts, starts, below, in, k, first, last});
+                          part_level_lane<K>{{a.parts, below, in, k}, starts, first, last});
         below = starts;
         in = out;
     }
     thrust::for_each(exec, count(lanes.group_of[first]), count(lanes.group_of[last - 1] + 1),
-                     part_top_lane<K>{a.parts, a.groups, below, in, k, first, last, sums});
+                     part_top_lane<K>{{a.parts, below, in, k}, a.groups, first, last, sums});
 }
 
 template <class Exec, element T>
