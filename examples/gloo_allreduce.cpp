@@ -8,17 +8,16 @@
 // and every other rank can compute, reduces them with the chosen policy three times with one
 // reducer, checks every element against the exact result and prints a line; the exit status
 // says whether every element was right.
-#include <gloo/rendezvous/file_store.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <gradsync/comm/gloo.hpp>
+#include <gradsync/comm/gloo_file_store.hpp>
 #include <gradsync/comm/gloo_rendezvous.hpp>
 #include <gradsync/gradsync.hpp>
 
@@ -110,11 +109,10 @@ int main(int argc, char** argv)
 {
     const arguments a = parse(argc, argv);
     try {
-        std::filesystem::create_directories(a.store);
-        gloo::rendezvous::FileStore store(a.store);
+        const auto store = gradsync::gloo_file_store(a.store); // refuses a directory others could write
         gradsync::gloo_connect_options connect;
         connect.hostname = a.hostname;
-        gradsync::gloo_communicator comm(gradsync::gloo_connect(store, a.rank, a.size, connect));
+        gradsync::gloo_communicator comm(gradsync::gloo_connect(*store, a.rank, a.size, connect));
         return a.policy == "average" ? run<gradsync::average>(comm, a) : run<gradsync::sum>(comm, a);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "gloo_allreduce (rank %d of %d): %s\n", a.rank, a.size, e.what());

@@ -8,7 +8,9 @@
 #                                         10gbit) and prints what it made
 #   scripts/cluster.sh exec I CMD ARGS    runs CMD in host I, whose host name is gs-hI
 #   scripts/cluster.sh link I down|up     takes host I's link down or up
-#   scripts/cluster.sh rate I RATE        shapes host I's link to RATE
+#   scripts/cluster.sh rate I RATE [QUEUE]
+#                                         shapes host I's link to RATE, packets dropped after
+#                                         QUEUE in its queue (default 50ms)
 #   scripts/cluster.sh down               kills what runs in the hosts and removes them all
 #   scripts/cluster.sh status             lists what exists
 #   scripts/cluster.sh need H             exits 0 when hosts 1..H exist, else 77 (skipped)
@@ -53,13 +55,13 @@ can_run() {
 
 # tbf on the bridge's port shapes what a host receives; inside the host, on eth0, what it
 # sends. The bucket holds a few milliseconds at the rate, at least 64 KiB.
-shape() {
-  local i=$1 rate=$2 bits burst
+shape() { # I RATE [QUEUE]: QUEUE, tbf's latency, is how long a packet may wait before it is dropped
+  local i=$1 rate=$2 queue=${3:-50ms} bits burst
   bits=$(numfmt --from=si "$(echo "${rate%bit}" | tr kmg KMG)")
   burst=$((bits / 8 / 200))
   [ "$burst" -ge 65536 ] || burst=65536
-  tc qdisc replace dev "$(port "$i")" root tbf rate "$rate" burst "$burst" latency 50ms
-  ip netns exec "$(host_ns "$i")" tc qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency 50ms
+  tc qdisc replace dev "$(port "$i")" root tbf rate "$rate" burst "$burst" latency "$queue"
+  ip netns exec "$(host_ns "$i")" tc qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency "$queue"
 }
 
 down() {
@@ -91,10 +93,14 @@ up() {
     ip netns exec "$ns" ip addr add "${net}.${i}/24" dev eth0
     ip netns exec "$ns" ip link set eth0 up
     ip netns exec "$ns" ip link set lo up
+    # TCP gives up on a peer that acknowledges nothing after about 12.6 s instead of Linux's
+    # default 15 minutes, so that a launcher's daemon on either side of a cut link ends
+    # (docs/cluster.md, "When a link fails").
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=5
     shape "$i" "$rate"
   done
   trap - ERR
-  echo "cluster ${prefix}: bridge ${bridge} ${net}.254/24, every link at ${rate}"
+  echo "cluster ${prefix}: bridge ${bridge} ${net}.254/24, every link at ${rate}, tcp_retries2=5"
   for i in $(seq 1 "$count"); do
     echo "  host ${prefix}-h${i}: namespace $(host_ns "$i"), address ${net}.${i}, bridge port $(port "$i")"
   done
@@ -127,12 +133,22 @@ link)
   [ $# -eq 2 ] && { [ "$2" = up ] || [ "$2" = down ]; } || die "usage: cluster.sh link I down|up"
   need_host "$1"
   ip link set "$(port "$1")" "$2"
+  if [ "$2" = up ]; then
+    # Back as a host whose link was replugged: its port forwarding again, and no host keeping
+    # the neighbour entries that failed while it was away.
+    for _ in $(seq 1 50); do
+      [ "$(cat "/sys/class/net/$(port "$1")/operstate")" != up ] || break
+      sleep 0.1
+    done
+    for i in $(hosts); do ip -n "$(host_ns "$i")" neigh flush all 2>/dev/null || true; done
+  fi
   ;;
 rate)
-  [ $# -eq 2 ] || die "usage: cluster.sh rate I RATE"
+  [ $# -eq 2 ] || [ $# -eq 3 ] || die "usage: cluster.sh rate I RATE [QUEUE]"
   need_host "$1"
   [[ "$2" =~ ^[0-9]+[kmg]?bit$ ]] || die "a rate is a number and kbit, mbit, gbit or bit, got '$2'"
-  shape "$1" "$2"
+  [[ "${3:-50ms}" =~ ^[0-9]+(ms|s)$ ]] || die "a queue is a number and ms or s, got '$3'"
+  shape "$@"
   ;;
 need)
   [ $# -eq 1 ] && [[ "$1" =~ ^[0-9]+$ ]] || die "usage: cluster.sh need H"
@@ -149,6 +165,6 @@ status)
   fi
   ;;
 *)
-  die "usage: cluster.sh up H [RATE] | exec I CMD... | link I down|up | rate I RATE | down | status | need H"
+  die "usage: cluster.sh up H [RATE] | exec I CMD... | link I down|up | rate I RATE [QUEUE] | down | status | need H"
   ;;
 esac

@@ -34,6 +34,8 @@
 
 #include "reference.hpp"
 #include "scratch_dir.hpp"
+#include "summed_exactly.hpp"
+#include "thrown.hpp"
 
 // Under ThreadSanitizer: libgloo is not instrumented, so the hand-off of a buffer from Gloo's
 // network thread back to its owner (reference counts inside libgloo) is invisible to it, and
@@ -119,27 +121,7 @@ gradsync::gloo_options eager_options(std::size_t eager, std::size_t depth = 4)
     return {.eager_bytes = eager, .eager_depth = depth};
 }
 
-// What f threw, as "kind: message", or "" if it returned.
-template <class F>
-std::string thrown(F&& f)
-{
-    try {
-        f();
-        return "";
-    } catch (const gradsync::aborted_error& e) {
-        return std::string("aborted_error: ") + e.what();
-    } catch (const gradsync::foreign_message_error& e) {
-        return std::string("foreign_message_error: ") + e.what();
-    } catch (const gradsync::deadline_error& e) {
-        return std::string("deadline_error: ") + e.what();
-    } catch (const gradsync::communication_error& e) {
-        return std::string("communication_error: ") + e.what();
-    } catch (const gradsync::usage_error& e) {
-        return std::string("usage_error: ") + e.what();
-    } catch (const std::exception& e) {
-        return std::string("other: ") + e.what();
-    }
-}
+using gradsync_test::thrown;
 
 // Returns once every rank has connected: a rank that closes a pair earlier would fail a
 // peer's gloo_connect instead of the call under test.
@@ -432,19 +414,7 @@ int sockets_with_send_buffer(int bytes, int most = 0)
     return n;
 }
 
-// An allreduce of `count` floats over `ranks` ranks, checked element by element.
-outcome summed_exactly(gloo_communicator& comm, int rank, int ranks, std::size_t count)
-{
-    std::vector<float> data(count);
-    for (std::size_t i = 0; i < count; ++i)
-        data[i] = float(i % 89 + std::size_t(rank));
-    gradsync::allreduce(comm, std::span<float>(data));
-    const std::size_t rank_sum = std::size_t(ranks) * std::size_t(ranks - 1) / 2;
-    for (std::size_t i = 0; i < count; ++i)
-        if (data[i] != float(std::size_t(ranks) * (i % 89) + rank_sum))
-            return "element " + std::to_string(i) + " is " + std::to_string(data[i]);
-    return "";
-}
+using gradsync_test::summed_exactly;
 
 TEST_CASE("send_buffer_bytes sets the send buffer of the socket to every peer, and the reducer still agrees",
           "[gloo]")

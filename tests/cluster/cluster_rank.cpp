@@ -11,34 +11,32 @@
 // each cluster rank equals its local_group rank). Prints one line per difference; exits 0
 // when there is none, 1 otherwise, 2 on bad arguments.
 //
-//   cluster_rank_gloo RANK SIZE STORE_DIR ADDRESS [--fault]
-//   cluster_rank_mpi
-// With --fault it runs calls until one fails instead (run_until_fault, a deadline of 3 s).
+//   cluster_rank_gloo RANK SIZE STORE_DIR ADDRESS [--fault OUTCOMES_DIR]
+//   cluster_rank_mpi [--fault OUTCOMES_DIR]
+// With --fault it runs calls until one fails instead (run_until_fault, a deadline of 3 s) and
+// writes its outcome to OUTCOMES_DIR/rank-R as well as to stdout: a cut-off MPI rank's
+// stdout goes through the launcher it can no longer reach. An MPI rank then ends the job
+// with gradsync::mpi_abort.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <gradsync/gradsync.hpp>
 
-#if GRADSYNC_CLUSTER_MPI
-#include <mpi.h>
-
-#include <gradsync/comm/mpi.hpp>
-using communicator = gradsync::mpi_communicator;
-#else
-#include <gloo/rendezvous/file_store.h>
-
-#include <gradsync/comm/gloo.hpp>
-#include <gradsync/comm/gloo_rendezvous.hpp>
-using communicator = gradsync::gloo_communicator;
-#endif
+#include "engine.hpp"
 
 namespace {
 
@@ -126,51 +124,127 @@ struct job {
 
 } // namespace
 
-// The fault mode: Sum by recursive halving of 4 MiB of small integers, call after call, each
-// result checked exactly, until a call fails (someone cuts a link). Prints the error's class
-// and when it came (milliseconds since the epoch), for tests/cluster/fault.sh to hold against
-// the time of the cut; exits 3 then, 1 on a wrong result, 4 when nothing failed in 60 s.
-// Says "under way" once its first call is done, so the cut comes after every rank started.
-int run_until_fault(int rank, int size, communicator& comm)
+// The fault mode (--fault OUTCOMES_DIR DEADLINE_S COUNT): Sum by recursive halving of COUNT
+// small integers, call after call, each result checked exactly, with a deadline of
+// DEADLINE_S, until a call fails (the test cut a link, killed a rank, ...) or the test asks
+// the ranks to stop by making OUTCOMES_DIR/stop. Ranks agree on stopping through the call
+// itself: one more element carries 1 from each rank that saw the file, so all stop after the
+// same call. Reports the outcome and when it came (milliseconds since the epoch), for
+// tests/cluster/fault.sh to hold against the time of the fault: exits 3 on a gradsync error,
+// 0 when asked to stop, 1 on a wrong result, 4 when neither came within 120 s. Writes its
+// process id to OUTCOMES_DIR/pid-R and says "under way" once its first call is done, so the
+// fault comes after every rank started.
+struct fault_mode {
+    std::string outcomes;
+    std::chrono::seconds deadline;
+    std::size_t count;
+};
+
+// A launcher ending the job (Open MPI's, after another rank's MPI_Abort) sends SIGTERM first:
+// the handler records that and when, with async-signal-safe calls only, so that the test
+// tells a rank the launcher ended from one that hung.
+namespace {
+char terminated_path[4096];
+int terminated_rank = 0;
+} // namespace
+
+extern "C" void on_sigterm(int)
 {
-    const std::size_t count = std::size_t(1) << 20;
+    timespec t{};
+    ::clock_gettime(CLOCK_REALTIME, &t);
+    char line[96];
+    char* end = line + sizeof line;
+    char* p = end;
+    const auto put = [&](unsigned long long v) {
+        do
+            *--p = char('0' + v % 10);
+        while (v /= 10);
+    };
+    const char tail[] = " by SIGTERM\n";
+    p -= sizeof tail - 1;
+    std::memcpy(p, tail, sizeof tail - 1);
+    put((unsigned long long)t.tv_sec * 1000 + (unsigned long long)t.tv_nsec / 1000000);
+    const char mid[] = ": terminated at ";
+    p -= sizeof mid - 1;
+    std::memcpy(p, mid, sizeof mid - 1);
+    put((unsigned long long)terminated_rank);
+    p -= 5;
+    std::memcpy(p, "rank ", 5);
+    const int fd = ::open(terminated_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (fd >= 0) {
+        [[maybe_unused]] const auto written = ::write(fd, p, std::size_t(end - p));
+        ::close(fd);
+    }
+    ::_exit(143);
+}
+
+int run_until_fault(int rank, int size, communicator& comm, const fault_mode& mode)
+{
+    std::snprintf(terminated_path, sizeof terminated_path, "%s/rank-%d", mode.outcomes.c_str(), rank);
+    terminated_rank = rank;
+    ::signal(SIGTERM, on_sigterm);
     const float want = float(size * (size + 1) / 2);
-    std::vector<float> data(count);
-    gradsync::reducer<float, communicator, gradsync::sum, gradsync::recursive_halving> reduce(comm, count);
+    std::vector<float> data(mode.count + 1);
+    gradsync::reducer<float, communicator, gradsync::sum, gradsync::recursive_halving> reduce(comm, data.size());
     const auto start = std::chrono::steady_clock::now();
     long calls = 0;
-    const auto report = [&](const char* what, const std::exception& e) {
+    const auto report = [&](const std::string& what) {
         const long long now = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count();
-        std::printf("rank %d: %s at %lld after %ld calls: %s\n", rank, what, now, calls, e.what());
+        const std::string line = "rank " + std::to_string(rank) + ": " + what.substr(0, what.find(':')) + " at " +
+                                 std::to_string(now) + " after " + std::to_string(calls) + " calls" +
+                                 (what.find(':') == std::string::npos ? "" : what.substr(what.find(':'))) + "\n";
+        std::fputs(line.c_str(), stdout);
+        std::fflush(stdout);
+        std::ofstream(mode.outcomes + "/rank-" + std::to_string(rank), std::ios::app) << line;
+    };
+    const auto failed = [&](const char* what, const std::exception& e) {
+        report(std::string(what) + ": " + e.what());
         return 3;
     };
-    while (std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
-        std::fill(data.begin(), data.end(), float(rank + 1));
+    while (std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
+        std::fill(data.begin(), data.end() - 1, float(rank + 1));
+        data.back() = std::ifstream(mode.outcomes + "/stop").good() ? 1.0f : 0.0f;
         try {
             reduce(std::span<float>(data));
         } catch (const gradsync::deadline_error& e) {
-            return report("deadline_error", e);
+            return failed("deadline_error", e);
         } catch (const gradsync::communication_error& e) {
-            return report("communication_error", e);
+            return failed("communication_error", e);
         } catch (const gradsync::error& e) {
-            return report("error", e);
+            return failed("error", e);
         } catch (const std::exception& e) {
-            return report("unnamed", e);
+            return failed("unnamed", e);
         }
         if (++calls == 1) {
+            std::ofstream(mode.outcomes + "/pid-" + std::to_string(rank)) << ::getpid() << "\n";
             std::printf("rank %d: under way\n", rank);
             std::fflush(stdout);
         }
-        for (float x : data)
-            if (x != want) {
-                std::printf("rank %d: wrong data after %ld calls: %g, not %g\n", rank, calls, double(x), double(want));
+        for (std::size_t i = 0; i + 1 < data.size(); ++i)
+            if (data[i] != want) {
+                report("wrong data: " + std::to_string(data[i]) + " at " + std::to_string(i) + ", not " +
+                       std::to_string(want));
                 return 1;
             }
+        if (data.back() > 0.0f) {
+            report("stopped");
+            return 0;
+        }
     }
-    std::printf("rank %d: no call failed in 60 s (%ld calls)\n", rank, calls);
+    report("no outcome in 120 s");
     return 4;
+}
+
+// --fault OUTCOMES_DIR DEADLINE_S COUNT from argv[first] on; false when they are not there.
+bool parse_fault(int argc, char** argv, int first, fault_mode& mode)
+{
+    if (argc != first + 4 || std::string(argv[first]) != "--fault")
+        return false;
+    mode = {argv[first + 1], std::chrono::seconds(std::stoi(argv[first + 2])),
+            std::size_t(std::stoull(argv[first + 3]))};
+    return true;
 }
 
 // Every check, on this rank; 0 when all held.
@@ -188,37 +262,49 @@ int run(int rank, int size, communicator& comm)
 #if GRADSYNC_CLUSTER_MPI
 int main(int argc, char** argv)
 {
+    fault_mode mode;
+    const bool fault = parse_fault(argc, argv, 1, mode);
+    if (argc != 1 && !fault) {
+        std::fprintf(stderr, "usage: cluster_rank_mpi [--fault OUTCOMES_DIR DEADLINE_S COUNT]\n");
+        return 2;
+    }
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     int rank = 0, size = 0, status = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     try {
-        communicator comm(MPI_COMM_WORLD, {.deadline = std::chrono::seconds(20)});
-        status = run(rank, size, comm);
+        communicator comm(MPI_COMM_WORLD, {.deadline = fault ? mode.deadline : std::chrono::seconds(20)});
+        status = fault ? run_until_fault(rank, size, comm, mode) : run(rank, size, comm);
     } catch (const std::exception& e) {
         std::printf("rank %d: %s\n", rank, e.what());
+        status = 3;
     }
+    // Out of step with its peers after an error: end the job, within a bound even when the
+    // launcher is out of reach (docs/cluster.md, "When a link fails").
+    if (status == 3)
+        gradsync::mpi_abort(MPI_COMM_WORLD, status, std::chrono::seconds(2));
     MPI_Finalize();
     return status;
 }
 #else
 int main(int argc, char** argv)
 {
-    const bool fault = argc == 6 && std::string(argv[5]) == "--fault";
+    fault_mode mode;
+    const bool fault = parse_fault(argc, argv, 5, mode);
     if (argc != 5 && !fault) {
-        std::fprintf(stderr, "usage: cluster_rank_gloo RANK SIZE STORE_DIR ADDRESS [--fault]\n");
+        std::fprintf(stderr, "usage: cluster_rank_gloo RANK SIZE STORE_DIR ADDRESS [--fault OUTCOMES_DIR DEADLINE_S COUNT]\n");
         return 2;
     }
     const int rank = std::stoi(argv[1]), size = std::stoi(argv[2]);
     try {
-        gloo::rendezvous::FileStore store(argv[3]);
+        auto store = gradsync::gloo_file_store(argv[3]); // refuses a directory others could write
         gradsync::gloo_connect_options connect;
         connect.hostname = argv[4];
         connect.timeout = std::chrono::seconds(30);
-        communicator comm(gradsync::gloo_connect(store, rank, size, connect),
-                          {.deadline = std::chrono::seconds(fault ? 3 : 20)});
-        return fault ? run_until_fault(rank, size, comm) : run(rank, size, comm);
+        communicator comm(gradsync::gloo_connect(*store, rank, size, connect),
+                          {.deadline = fault ? mode.deadline : std::chrono::seconds(20)});
+        return fault ? run_until_fault(rank, size, comm, mode) : run(rank, size, comm);
     } catch (const std::exception& e) {
         std::printf("rank %d: %s\n", rank, e.what());
         return 1;

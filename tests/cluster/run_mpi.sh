@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs an MPI job across the test cluster's hosts (scripts/cluster.sh) with Open MPI's own
-# launcher: a host file of HOSTS hosts (their addresses) with PER_HOST slots each, the
-# remote-shell agent tests/cluster/rsh_agent.sh in place of ssh, the launcher's connections
-# and the ranks' TCP on the cluster's network (the launcher reaches the hosts through the
-# bridge's address), shared memory only within a host. Ends the job after LIMIT seconds.
+# launcher, started in host 1 as a batch job's script runs on its first node: a host file of
+# HOSTS hosts (their addresses) with PER_HOST slots each, the remote-shell agent
+# tests/cluster/rsh_agent.sh in place of ssh, the launcher's connections and the ranks' TCP on
+# the cluster's network, shared memory only within a host. Ends the job after LIMIT seconds.
 # Exits with the launcher's status, 77 when there is no cluster of HOSTS hosts.
 #
 #   tests/cluster/run_mpi.sh MPIEXEC HOSTS PER_HOST LIMIT PROGRAM [ARGS...]
@@ -12,9 +12,10 @@ set -euo pipefail
 mpiexec=$1 hosts=$2 per_host=$3 limit=$4
 shift 4
 here=$(cd "$(dirname "$0")" && pwd)
+cluster="$here/../../scripts/cluster.sh"
 net=${GRADSYNC_CLUSTER_NET:-10.77.0}
 
-"$here/../../scripts/cluster.sh" need "$hosts" || exit $?
+"$cluster" need "$hosts" || exit $?
 
 hostfile=$(mktemp /tmp/gradsync_cluster_hosts.XXXXXX)
 trap 'rm -f "$hostfile"' EXIT
@@ -23,7 +24,7 @@ for h in $(seq 1 "$hosts"); do
 done
 root=()
 [ "$(id -u)" -ne 0 ] || root=(--allow-run-as-root)
-timeout -s KILL "$limit" "$mpiexec" "${root[@]}" --hostfile "$hostfile" -np $((hosts * per_host)) \
+"$cluster" exec 1 timeout -s KILL "$limit" "$mpiexec" "${root[@]}" --hostfile "$hostfile" -np $((hosts * per_host)) \
   --mca plm_rsh_agent "$here/rsh_agent.sh" \
   --mca oob_tcp_if_include "${net}.0/24" --mca btl_tcp_if_include "${net}.0/24" \
   --mca btl self,vader,tcp "$@"

@@ -67,9 +67,12 @@ public:
             receive = o.receive;
             peer = o.peer;
             tag = o.tag;
+            cancel_bound = o.cancel_bound;
+            broken = o.broken;
         }
 
-        // Receives not waited for are cancelled, so that nothing lands in their buffer later.
+        // Receives not waited for are cancelled, so that nothing lands in their buffer later;
+        // the cancel's wait is bounded as mpi_communicator's.
         void abandon() noexcept
         {
             if (done == parts || !receive || detail::mpi_finalized()) {
@@ -77,9 +80,10 @@ public:
                 return;
             }
             try {
-                for (std::size_t i = done; i < parts; ++i) {
+                for (std::size_t i = done; i < parts && !broken->load(std::memory_order_relaxed); ++i) {
                     part(i).cancel();
-                    part(i).wait();
+                    if (!detail::cancel_completes([&] { return bool(part(i).test()); }, cancel_bound))
+                        broken->store(true, std::memory_order_relaxed);
                 }
             } catch (const boost::mpi::exception&) {
             }
@@ -94,6 +98,8 @@ public:
         bool receive = false;
         int peer = 0;
         int tag = 0;
+        std::chrono::nanoseconds cancel_bound{0};
+        std::atomic<bool>* broken = nullptr; // the communicator's: a cancel did not complete
     };
 
     static constexpr std::size_t default_eager_limit = mpi_options{}.eager_limit;
@@ -184,7 +190,13 @@ private:
         if (released_.load(std::memory_order_relaxed))
             throw aborted_error("gradsync::boost_mpi_communicator (" + where(*this) + "): " +
                                 (receive ? "irecv" : "isend") + " refused: the communicator was released");
+        if (broken_.load(std::memory_order_relaxed))
+            throw communication_error(prefix(receive ? "irecv" : "isend") +
+                                      "a receive abandoned after a failure could not be cancelled, so MPI "
+                                      "may still write its buffer; end the job (gradsync::mpi_abort)");
         request r;
+        r.cancel_bound = detail::cancel_bound(options_.deadline);
+        r.broken = &broken_;
         r.bytes = n;
         r.receive = receive;
         r.peer = peer;
@@ -238,6 +250,7 @@ private:
     int tag_limit_ = 32767;
     MPI_Errhandler previous_ = MPI_ERRHANDLER_NULL;
     std::atomic<bool> released_{false};
+    std::atomic<bool> broken_{false};
 };
 
 } // namespace gradsync

@@ -16,8 +16,13 @@
 // message carries another reducer's or call's stamp throws foreign_message_error; release()
 // ends every wait with aborted_error. A request that is dropped, or whose wait failed, is
 // cancelled if it is a receive (so nothing lands in its buffer later) and freed if it is a
-// send. After any of these the communicator is out of step with its peers: the usual next
-// step is MPI_Abort (docs/semantics.md, "Deadlines").
+// send. A cancel cannot take back a receive MPI has already matched (a large message half
+// delivered when its sender's link went down), and waiting for one would be waiting for the
+// lost peer: after a deadline, a cancel gets min(deadline, 1 s) to complete; one that does not
+// is freed and leaves the communicator broken, so that every later post throws
+// communication_error and every later abandoned receive is freed at once. After any of these
+// the communicator is out of step with its peers: end the job, with gradsync::mpi_abort where
+// a host may be cut off (docs/cluster.md, "When a link fails").
 //
 // MPI_Finalize may come first: once MPI is finalized the destructor and the requests' leave
 // MPI alone.
@@ -25,12 +30,14 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstddef>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <gradsync/comm/polling.hpp>
@@ -79,6 +86,27 @@ inline bool mpi_finalized() noexcept
     return done != 0;
 }
 
+// How long a cancelled receive may take to complete: min(deadline, 1 s); zero (no deadline):
+// as long as it takes.
+inline std::chrono::nanoseconds cancel_bound(std::chrono::nanoseconds deadline) noexcept
+{
+    return std::min<std::chrono::nanoseconds>(deadline, std::chrono::seconds(1));
+}
+
+// Polls `test` (true once the cancelled receive completed) for at most `bound` (zero: no
+// bound); true when it completed.
+template <class Test>
+bool cancel_completes(Test&& test, std::chrono::nanoseconds bound)
+{
+    const auto until = std::chrono::steady_clock::now() + bound;
+    while (!test()) {
+        if (bound.count() != 0 && std::chrono::steady_clock::now() >= until)
+            return false;
+        std::this_thread::yield();
+    }
+    return true;
+}
+
 } // namespace detail
 
 class mpi_communicator {
@@ -112,10 +140,12 @@ public:
             peer = o.peer;
             tag = o.tag;
             bytes = o.bytes;
+            cancel_bound = o.cancel_bound;
+            broken = o.broken;
         }
 
         // A receive is cancelled, so that its buffer is never written once dropped; a send,
-        // which only reads, is left to MPI.
+        // which only reads, is left to MPI. The cancel's wait is bounded (see above).
         void abandon() noexcept
         {
             if (part[0] == MPI_REQUEST_NULL && part[1] == MPI_REQUEST_NULL)
@@ -125,11 +155,20 @@ public:
             for (MPI_Request& p : part) {
                 if (p == MPI_REQUEST_NULL)
                     continue;
-                if (receive()) {
-                    MPI_Cancel(&p);
-                    MPI_Wait(&p, MPI_STATUS_IGNORE);
-                } else {
+                if (!receive() || broken->load(std::memory_order_relaxed)) {
                     MPI_Request_free(&p);
+                    continue;
+                }
+                MPI_Cancel(&p);
+                const bool done = detail::cancel_completes(
+                    [&] {
+                        int flag = 0;
+                        return MPI_Test(&p, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag != 0;
+                    },
+                    cancel_bound);
+                if (!done) {
+                    MPI_Request_free(&p);
+                    broken->store(true, std::memory_order_relaxed);
                 }
             }
         }
@@ -140,6 +179,8 @@ public:
         int peer = 0;
         int tag = 0;
         std::size_t bytes = 0;
+        std::chrono::nanoseconds cancel_bound{0}; // zero: wait for the cancel
+        std::atomic<bool>* broken = nullptr;     // the communicator's: a cancel did not complete
     };
 
     static constexpr std::size_t default_eager_limit = mpi_options{}.eager_limit;
@@ -263,7 +304,13 @@ private:
         if (released_.load(std::memory_order_relaxed))
             throw aborted_error("gradsync::mpi_communicator (" + where(*this) + "): " + what +
                                 " refused: the communicator was released");
+        if (broken_.load(std::memory_order_relaxed))
+            throw communication_error("gradsync::mpi_communicator (" + where(*this) + "): " + what +
+                                      " refused: a receive abandoned after a failure could not be cancelled, "
+                                      "so MPI may still write its buffer; end the job (gradsync::mpi_abort)");
         r.peer = peer;
+        r.cancel_bound = detail::cancel_bound(options_.deadline);
+        r.broken = &broken_;
         r.tag = tag;
         r.bytes = n;
         if (n <= std::size_t(INT_MAX)) {
@@ -318,6 +365,7 @@ private:
     MPI_Errhandler previous_ = MPI_ERRHANDLER_NULL;
     MPI_Datatype gib_ = MPI_DATATYPE_NULL;
     std::atomic<bool> released_{false};
+    std::atomic<bool> broken_{false};
 };
 
 } // namespace gradsync

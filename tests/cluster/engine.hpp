@@ -1,0 +1,17 @@
+// The engine a cluster program is built for: MPI with GRADSYNC_CLUSTER_MPI (its ranks started
+// by Open MPI's launcher, tests/cluster/run_mpi.sh), Gloo otherwise (started in their hosts by
+// tests/cluster/run.sh, meeting through a file store).
+#pragma once
+
+#if GRADSYNC_CLUSTER_MPI
+#include <mpi.h>
+
+#include <gradsync/comm/mpi.hpp>
+#include <gradsync/comm/mpi_abort.hpp>
+using communicator = gradsync::mpi_communicator;
+#else
+#include <gradsync/comm/gloo.hpp>
+#include <gradsync/comm/gloo_file_store.hpp>
+#include <gradsync/comm/gloo_rendezvous.hpp>
+using communicator = gradsync::gloo_communicator;
+#endif
