@@ -40,6 +40,7 @@
 #include <gradsync/runtime/synchronizer.hpp>
 
 #include "line_chart.hpp"
+#include "rank_stats.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -121,17 +122,8 @@ arguments parse(int argc, char** argv)
     return a;
 }
 
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-double average_over_ranks(comm_type& comm, double v)
-{
-    gradsync::allreduce(comm, std::span<double>(&v, 1), gradsync::average{});
-    return v;
-}
+using gradsync_examples::average_over_ranks;
+using gradsync_examples::median;
 
 // Busy and total jiffies of every core (the first line of /proc/stat).
 std::pair<double, double> cpu_jiffies()

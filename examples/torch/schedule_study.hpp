@@ -56,6 +56,7 @@
 #include <gradsync/planner/calibration.hpp>
 #include <gradsync/policy/sum.hpp>
 
+#include "../rank_stats.hpp"
 #include "../trainer/placement.hpp"
 #include "lenet.hpp"
 
@@ -90,19 +91,8 @@ struct schedule_result {
 
 namespace detail {
 
-inline double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-template <gradsync::communicator C>
-double average_over_ranks(C& comm, double v)
-{
-    gradsync::allreduce(comm, std::span<double>(&v, 1), gradsync::average{});
-    return v;
-}
+using gradsync_examples::average_over_ranks;
+using gradsync_examples::median;
 
 inline double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b)
 {

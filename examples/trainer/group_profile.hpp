@@ -26,17 +26,13 @@
 #include <gradsync/communicator.hpp>
 #include <gradsync/planner/profile.hpp>
 
+#include "../rank_stats.hpp"
 #include "dataset.hpp"
 #include "replica.hpp"
 
 namespace trainer {
 
-inline double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using gradsync_examples::median;
 
 // batch(step) gives this rank's local batch of the step.
 template <gradsync::communicator C, class Batch>

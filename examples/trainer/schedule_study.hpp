@@ -58,6 +58,7 @@
 #include <gradsync/runtime/synchronizer.hpp>
 
 #include "dataset.hpp"
+#include "../rank_stats.hpp"
 #include "group_profile.hpp"
 #include "placement.hpp"
 #include "replica.hpp"
@@ -93,14 +94,7 @@ struct schedule_result {
 };
 
 namespace detail {
-
-template <gradsync::communicator C>
-double average_over_ranks(C& comm, double v)
-{
-    gradsync::allreduce(comm, std::span<double>(&v, 1), gradsync::average{});
-    return v;
-}
-
+using gradsync_examples::average_over_ranks;
 } // namespace detail
 
 // on_method(result) is called on every rank after each plan is measured.
