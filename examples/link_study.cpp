@@ -16,7 +16,10 @@
 //
 // It also reports how late the replay handed layers over (the median, per iteration, of the
 // largest lateness against the profile's ready times), and how busy the machine's cores
-// were while measuring: the evidence that the cores did not limit what was measured.
+// were while measuring: the evidence that the cores did not limit what was measured; and the
+// time the communication thread spent on each plan's allreduces against what the fit gives
+// them (for WFBP also its allreduces under 4 KiB alone): where a plan's time departs from
+// its prediction, whether its allreduces are what cost more.
 // Rank 0 prints a markdown table per profile and, with --svg, draws each plan's speedup over
 // WFBP, predicted and measured, for every profile in one chart. docs/results_planner.md has
 // the study and its command.
@@ -136,14 +139,18 @@ std::pair<double, double> cpu_jiffies()
     return {busy, busy + idle + iowait};
 }
 
+// Per iteration: the span, the largest lateness, and the time the communication thread spent
+// on the plan's groups, in all and on each group under small_bytes.
 struct measured {
-    std::vector<double> span_s, late_s;
+    std::vector<double> span_s, late_s, groups_s, small_s;
 };
 
+constexpr std::uint64_t small_bytes = 4096; // the smallest calibrated size, 1024 fp32
+
 // One replayed iteration through `sync`: waits out each layer's backward, hands it over,
-// waits for the plan's last allreduce; records the span and the largest lateness.
+// waits for the plan's last allreduce; records what `measured` holds.
 void replay(sync_type& sync, const std::vector<double>& ready_s, std::vector<float>& grad,
-            const std::vector<std::size_t>& offset, measured* out)
+            const std::vector<std::size_t>& offset, const std::vector<std::uint64_t>& group_bytes, measured* out)
 {
     const steady::time_point start = steady::now();
     double late = 0;
@@ -156,8 +163,17 @@ void replay(sync_type& sync, const std::vector<double>& ready_s, std::vector<flo
     }
     sync.wait();
     if (out) {
-        out->span_s.push_back(std::chrono::duration<double>(sync.last_times().back().end - start).count());
+        const auto times = sync.last_times();
+        out->span_s.push_back(std::chrono::duration<double>(times.back().end - start).count());
         out->late_s.push_back(late);
+        double all = 0;
+        for (std::size_t g = 0; g < times.size(); ++g) {
+            const double took = std::chrono::duration<double>(times[g].end - times[g].start).count();
+            all += took;
+            if (group_bytes[g] < small_bytes)
+                out->small_s.push_back(took);
+        }
+        out->groups_s.push_back(all);
     }
 }
 
@@ -201,8 +217,14 @@ study run_profile(comm_type& comm, const arguments& a, const std::string& path)
         {"MG-WFBP", gp::mgwfbp(profile, cost)},
         {"optimal", gp::optimal(profile, cost)}};
     std::deque<sync_type> syncs;
-    for (const auto& named : plans)
+    std::vector<std::vector<std::uint64_t>> group_bytes; // per plan, per group
+    for (const auto& named : plans) {
         syncs.emplace_back(comm, sizes, named.second);
+        auto& bytes = group_bytes.emplace_back();
+        for (const auto& group : named.second)
+            bytes.push_back(std::accumulate(group.begin(), group.end(), std::uint64_t(0),
+                                            [&](std::uint64_t b, std::size_t l) { return b + 4 * sizes[l]; }));
+    }
 
     std::vector<float> grad(total, 1.0f); // Average keeps ones ones
     std::vector<measured> times(plans.size());
@@ -211,20 +233,28 @@ study run_profile(comm_type& comm, const arguments& a, const std::string& path)
     for (int round = 0; round < a.rounds; ++round)
         for (std::size_t p = 0; p < plans.size(); ++p)
             for (int k = 0; k <= a.steps; ++k) // the first after a change of plan warms its buffers
-                replay(syncs[p], ready_s, grad, offset, k == 0 ? nullptr : &times[p]);
+                replay(syncs[p], ready_s, grad, offset, group_bytes[p], k == 0 ? nullptr : &times[p]);
     const auto [busy1, all1] = cpu_jiffies();
     const double study_s = std::chrono::duration<double>(steady::now() - began).count();
     const double busy = (busy1 - busy0) / std::max(all1 - all0, 1.0);
 
     study result{path.substr(path.find_last_of('/') + 1), {}, {}, {}};
-    std::vector<double> span, late;
+    // The groups' time against the fit's, and WFBP's (the first plan's) small groups alone.
+    std::vector<double> span, late, groups_ratio;
     for (std::size_t p = 0; p < plans.size(); ++p) {
         result.plans.push_back(plans[p].first);
         result.predicted_s.push_back(forward_s + gp::simulate(profile, plans[p].second, cost).predicted_s);
         span.push_back(average_over_ranks(comm, median(times[p].span_s)));
         late.push_back(average_over_ranks(comm, median(times[p].late_s)));
         result.measured_s.push_back(forward_s + span.back());
+        double fit_s = 0;
+        for (std::uint64_t b : group_bytes[p])
+            fit_s += cost(double(b));
+        groups_ratio.push_back(average_over_ranks(comm, median(times[p].groups_s)) / fit_s);
     }
+    const std::size_t small_groups = std::size_t(
+        std::count_if(group_bytes[0].begin(), group_bytes[0].end(), [](std::uint64_t b) { return b < small_bytes; }));
+    const double small_s = small_groups ? average_over_ranks(comm, median(times[0].small_s)) : 0.0;
     if (comm.rank() != 0)
         return result;
     const double backward_s = ready_s.empty() ? 0.0 : ready_s[0];
@@ -239,15 +269,19 @@ study run_profile(comm_type& comm, const arguments& a, const std::string& path)
                     fit.cost.b / link_b);
     }
     std::printf("\n\nmeasuring took %.0f s with the machine's cores %.0f %% busy\n\n", study_s, busy * 100);
+    if (small_groups)
+        std::printf("%s: %zu of its %zu allreduces under %llu bytes, each a median %.2f ms (the fit's a: %.2f ms)\n\n",
+                    plans[0].first.c_str(), small_groups, group_bytes[0].size(), (unsigned long long)small_bytes,
+                    small_s * 1e3, cost.a * 1e3);
     // Over one node: N x (forward + backward) / the iteration, as the paper's speedups are.
     const double one_node_s = forward_s + backward_s;
-    std::printf("| plan | groups | predicted ms | measured ms | measured / predicted | replay late ms | speedup over "
-                "WFBP, predicted | measured | speedup over one node, measured |\n"
-                "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| plan | groups | predicted ms | measured ms | measured / predicted | allreduces, measured / fit | "
+                "replay late ms | speedup over WFBP, predicted | measured | speedup over one node, measured |\n"
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (std::size_t p = 0; p < plans.size(); ++p)
-        std::printf("| %s | %zu | %.1f | %.1f | %.3f | %.2f | %.3f | %.3f | %.2f |\n", plans[p].first.c_str(),
+        std::printf("| %s | %zu | %.1f | %.1f | %.3f | %.3f | %.2f | %.3f | %.3f | %.2f |\n", plans[p].first.c_str(),
                     plans[p].second.size(), result.predicted_s[p] * 1e3, result.measured_s[p] * 1e3,
-                    span[p] / (result.predicted_s[p] - forward_s), late[p] * 1e3,
+                    span[p] / (result.predicted_s[p] - forward_s), groups_ratio[p], late[p] * 1e3,
                     result.predicted_s[0] / result.predicted_s[p], result.measured_s[0] / result.measured_s[p],
                     comm.size() * one_node_s / result.measured_s[p]);
     std::printf("\n");

@@ -54,14 +54,19 @@ can_run() {
 }
 
 # tbf on the bridge's port shapes what a host receives; inside the host, on eth0, what it
-# sends. The bucket holds a few milliseconds at the rate, at least 64 KiB.
+# sends. The bucket holds a few milliseconds at the rate, at least 64 KiB. A new rate gets a
+# new qdisc, not tc's in-place change: a changed tbf keeps its queue, and a segmentation-
+# offload packet queued under a larger bucket (up to 68 KB) can never be sent from a 64 KiB
+# one, which stopped the link for good (seen as a TCP connection timing out).
 shape() { # I RATE [QUEUE]: QUEUE, tbf's latency, is how long a packet may wait before it is dropped
   local i=$1 rate=$2 queue=${3:-50ms} bits burst
   bits=$(numfmt --from=si "$(echo "${rate%bit}" | tr kmg KMG)")
   burst=$((bits / 8 / 200))
   [ "$burst" -ge 65536 ] || burst=65536
-  tc qdisc replace dev "$(port "$i")" root tbf rate "$rate" burst "$burst" latency "$queue"
-  ip netns exec "$(host_ns "$i")" tc qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency "$queue"
+  tc qdisc del dev "$(port "$i")" root 2>/dev/null || true
+  tc qdisc add dev "$(port "$i")" root tbf rate "$rate" burst "$burst" latency "$queue"
+  ip netns exec "$(host_ns "$i")" tc qdisc del dev eth0 root 2>/dev/null || true
+  ip netns exec "$(host_ns "$i")" tc qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency "$queue"
 }
 
 down() {

@@ -5,26 +5,36 @@
 // stranger. The ranks meet through gloo_file_store in a scratch directory. A child writes its
 // outcome to a file there and its stderr to another; one that outlives the case's time is
 // killed and fails it: nothing here can hang.
+//
+// Run alone, every process is on this host's loopback, host h at 127.0.0.h. With
+// GRADSYNC_TRUST_ACROSS_HOSTS=1 (the test cluster's cluster.gloo.trust) the same cases run
+// across hosts of scripts/cluster.sh (GRADSYNC_CLUSTER, GRADSYNC_CLUSTER_NET): rank r on host
+// r + 1 unless a case says otherwise, the stranger on host 4, each process entering its host's
+// network namespace before it makes a socket.
 #include <catch2/catch.hpp>
 
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/address.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <random>
 #include <span>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -48,7 +58,52 @@ using gradsync::gloo_communicator;
 
 // The outcome of one rank's body: empty when it did what the case expects.
 using outcome = std::string;
-using rank_body = std::function<outcome(int rank, gloo::rendezvous::Store& store)>;
+// A rank's body, given its rank, its host's address and the job's store.
+using rank_body = std::function<outcome(int rank, const std::string& address, gloo::rendezvous::Store& store)>;
+
+// The hosts of a case: this host's loopback, or the test cluster's (see the top).
+class hosts {
+public:
+    static constexpr int stranger = 4; // the host the stranger runs on
+
+    static const hosts& here()
+    {
+        static const hosts h;
+        return h;
+    }
+
+    std::string address(int host) const { return net_ + "." + std::to_string(host); }
+
+    // Moves the calling process into `host`'s network; on loopback, nothing.
+    void enter(int host) const
+    {
+        if (prefix_.empty())
+            return;
+        const std::string path = "/run/netns/" + prefix_ + "-h" + std::to_string(host);
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        const bool entered = fd >= 0 && ::setns(fd, CLONE_NEWNET) == 0;
+        if (fd >= 0)
+            ::close(fd);
+        if (!entered)
+            throw std::runtime_error("cannot enter host " + std::to_string(host) + " (" + path +
+                                     "): is the test cluster up? scripts/cluster.sh up 4");
+    }
+
+private:
+    hosts()
+    {
+        const char* across = std::getenv("GRADSYNC_TRUST_ACROSS_HOSTS");
+        if (across == nullptr || std::string(across) != "1")
+            return;
+        const char* prefix = std::getenv("GRADSYNC_CLUSTER");
+        const char* net = std::getenv("GRADSYNC_CLUSTER_NET");
+        prefix_ = prefix ? prefix : "gs";
+        net_ = net ? net : "10.77.0";
+    }
+
+    std::string prefix_;         // empty on loopback
+    std::string net_ = "127.0.0";
+};
 
 using gradsync_test::thrown;
 
@@ -84,9 +139,11 @@ public:
 
     const std::string& store_path() const noexcept { return store_path_; }
 
-    // Starts `rank` in a child process running body.
-    void start(int rank, const rank_body& body)
+    // Starts `rank` in a child process on `host` (by default host rank + 1) running body.
+    void start(int rank, const rank_body& body, int host = 0)
     {
+        if (host == 0)
+            host = rank + 1;
         const pid_t pid = ::fork();
         if (pid == 0) {
             // Where libgloo ends the process, it says why on stderr. Catch's handler of SIGABRT,
@@ -97,8 +154,9 @@ public:
                 ::dup2(err, STDERR_FILENO);
             outcome said;
             try {
+                hosts::here().enter(host);
                 auto store = gradsync::gloo_file_store(store_path_);
-                said = body(rank, *store);
+                said = body(rank, hosts::here().address(host), *store);
             } catch (const std::exception& e) {
                 said = std::string("unexpected exception: ") + e.what();
             }
@@ -107,6 +165,12 @@ public:
         }
         pids_.push_back(pid);
         ranks_.push_back(rank);
+    }
+
+    // The process of a rank started and not yet finished.
+    pid_t pid(int rank) const
+    {
+        return pids_.at(std::size_t(std::find(ranks_.begin(), ranks_.end(), rank) - ranks_.begin()));
     }
 
     // Waits for every rank, each at most until `limit` from now, and kills what is left.
@@ -197,10 +261,11 @@ std::vector<sockaddr_storage> published(gloo::rendezvous::Store& store, int rank
 
 int port_of(const sockaddr_storage& a) { return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port); }
 
-// Whether a TCP socket of this network namespace listens on `port` (/proc/net/tcp, state 0A).
-bool listening_on(int port)
+// Whether a TCP socket in the network of process `pid` listens on `port` (its net/tcp, state
+// 0A).
+bool listening_on(pid_t pid, int port)
 {
-    std::ifstream tcp("/proc/net/tcp");
+    std::ifstream tcp("/proc/" + std::to_string(pid) + "/net/tcp");
     std::string line;
     std::getline(tcp, line); // the header
     while (std::getline(tcp, line)) {
@@ -281,8 +346,8 @@ std::vector<ending> after_garbage(const std::vector<std::byte>& bytes, const aft
 {
     job j;
     for (int r = 0; r < 2; ++r)
-        j.start(r, [&](int rank, gloo::rendezvous::Store& store) -> outcome {
-            auto context = gradsync::gloo_connect(store, rank, 2, at("127.0.0.1", milliseconds(30000)));
+        j.start(r, [&](int rank, const std::string& address, gloo::rendezvous::Store& store) -> outcome {
+            auto context = gradsync::gloo_connect(store, rank, 2, at(address, milliseconds(30000)));
             gloo_communicator comm(context, {.deadline = seconds(3)});
             if (outcome o = summed_exactly(comm, rank, 2, 100000); !o.empty())
                 return "before the garbage: " + o;
@@ -400,10 +465,11 @@ TEST_CASE("after the mesh is connected no rank listens: a stranger at the publis
           "[gloo]")
 {
     constexpr int n = 3;
+    hosts::here().enter(hosts::stranger);
     job j;
     for (int r = 0; r < n; ++r)
-        j.start(r, [](int rank, gloo::rendezvous::Store& store) -> outcome {
-            gloo_communicator comm(gradsync::gloo_connect(store, rank, n, at("127.0.0.1", milliseconds(30000))),
+        j.start(r, [](int rank, const std::string& address, gloo::rendezvous::Store& store) -> outcome {
+            gloo_communicator comm(gradsync::gloo_connect(store, rank, n, at(address, milliseconds(30000))),
                                    {.deadline = seconds(20)});
             if (outcome o = summed_exactly(comm, rank, n, 100000); !o.empty())
                 return "before the stranger: " + o;
@@ -438,21 +504,21 @@ TEST_CASE("a stranger who reaches a rank's listening port during rendezvous take
           "[gloo]")
 {
     // Gloo's pair listens on the side of the lower address and accepts the first connection
-    // that comes, without asking who it is. 127.0.0.1 and .2 decide which side rank 0 is.
+    // that comes, without asking who it is. Hosts 1 and 2 decide which side rank 0 is.
     const bool rank0_listens = GENERATE(true, false);
-    const std::string host0 = rank0_listens ? "127.0.0.1" : "127.0.0.2",
-                      host1 = rank0_listens ? "127.0.0.2" : "127.0.0.1";
-    const rank_body body = [&](int rank, gloo::rendezvous::Store& store) -> outcome {
+    const int host0 = rank0_listens ? 1 : 2, host1 = rank0_listens ? 2 : 1;
+    hosts::here().enter(hosts::stranger);
+    const rank_body body = [&](int rank, const std::string& address, gloo::rendezvous::Store& store) -> outcome {
         std::string sums;
         const std::string e = thrown([&] {
-            auto context = gradsync::gloo_connect(store, rank, 2, at(rank == 0 ? host0 : host1, milliseconds(3000)));
+            auto context = gradsync::gloo_connect(store, rank, 2, at(address, milliseconds(3000)));
             gloo_communicator comm(context, {.deadline = seconds(20)});
             sums = summed_exactly(comm, rank, 2, 100000);
         });
         return e.empty() ? sums : e;
     };
     job j;
-    j.start(0, body);
+    j.start(0, body, host0);
     auto store = gradsync::gloo_file_store(j.store_path());
     const sockaddr_storage port = published(*store, 0, 2)[0];
     const int stranger = connect_to(port);
@@ -462,10 +528,10 @@ TEST_CASE("a stranger who reaches a rank's listening port during rendezvous take
     CHECK(send_all(stranger, std::as_bytes(std::span(garbage))));
     // Gloo closes the listening socket once it has accepted: rank 1 comes after that.
     const auto until = std::chrono::steady_clock::now() + seconds(10);
-    while (listening_on(port_of(port)) && std::chrono::steady_clock::now() < until)
+    while (listening_on(j.pid(0), port_of(port)) && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(milliseconds(10));
-    REQUIRE_FALSE(listening_on(port_of(port)));
-    j.start(1, body);
+    REQUIRE_FALSE(listening_on(j.pid(0), port_of(port)));
+    j.start(1, body, host1);
     const auto out = j.finish(seconds(60));
     ::close(stranger);
     for (std::size_t r = 0; r < out.size(); ++r) {

@@ -11,12 +11,13 @@
 // each cluster rank equals its local_group rank). Prints one line per difference; exits 0
 // when there is none, 1 otherwise, 2 on bad arguments.
 //
-//   cluster_rank_gloo RANK SIZE STORE_DIR ADDRESS [--fault OUTCOMES_DIR]
-//   cluster_rank_mpi [--fault OUTCOMES_DIR]
-// With --fault it runs calls until one fails instead (run_until_fault, a deadline of 3 s) and
-// writes its outcome to OUTCOMES_DIR/rank-R as well as to stdout: a cut-off MPI rank's
-// stdout goes through the launcher it can no longer reach. An MPI rank then ends the job
-// with gradsync::mpi_abort.
+//   cluster_rank_gloo RANK SIZE STORE_DIR ADDRESS [--fault OUTCOMES_DIR DEADLINE_S COUNT]
+//   cluster_rank_mpi [--fault OUTCOMES_DIR DEADLINE_S COUNT]
+// With --fault it runs Sum calls of COUNT elements under a deadline of DEADLINE_S until one
+// fails or it is asked to stop (run_until_fault), and writes its outcome to
+// OUTCOMES_DIR/rank-R as well as to stdout: a cut-off MPI rank's stdout goes through the
+// launcher it can no longer reach. An MPI rank that named an error then ends the job with
+// gradsync::mpi_abort, one deadline later.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -27,6 +28,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fcntl.h>
@@ -146,7 +148,22 @@ struct fault_mode {
 namespace {
 char terminated_path[4096];
 int terminated_rank = 0;
+bool reported = false; // an outcome was written
 } // namespace
+
+// A library may also end the process itself with exit(): recorded with the status, so that
+// the test tells that from a hang or a crash.
+extern "C" void on_exit_unreported(int status, void*)
+{
+    if (reported)
+        return;
+    const long long now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    std::ofstream(terminated_path, std::ios::app)
+        << "rank " << terminated_rank << ": exited at " << now << " with status " << status
+        << ", inside a library, before any outcome\n";
+}
 
 extern "C" void on_sigterm(int)
 {
@@ -183,6 +200,7 @@ int run_until_fault(int rank, int size, communicator& comm, const fault_mode& mo
     std::snprintf(terminated_path, sizeof terminated_path, "%s/rank-%d", mode.outcomes.c_str(), rank);
     terminated_rank = rank;
     ::signal(SIGTERM, on_sigterm);
+    ::on_exit(on_exit_unreported, nullptr);
     const float want = float(size * (size + 1) / 2);
     std::vector<float> data(mode.count + 1);
     gradsync::reducer<float, communicator, gradsync::sum, gradsync::recursive_halving> reduce(comm, data.size());
@@ -198,6 +216,7 @@ int run_until_fault(int rank, int size, communicator& comm, const fault_mode& mo
         std::fputs(line.c_str(), stdout);
         std::fflush(stdout);
         std::ofstream(mode.outcomes + "/rank-" + std::to_string(rank), std::ios::app) << line;
+        reported = true;
     };
     const auto failed = [&](const char* what, const std::exception& e) {
         report(std::string(what) + ": " + e.what());
@@ -281,9 +300,14 @@ int main(int argc, char** argv)
         status = 3;
     }
     // Out of step with its peers after an error: end the job, within a bound even when the
-    // launcher is out of reach (docs/cluster.md, "When a link fails").
-    if (status == 3)
+    // launcher is out of reach (docs/cluster.md, "When a link fails"). A fault's test first
+    // gives every other rank one deadline to name its own error: their waits on the lost peer
+    // began up to a step apart, and the abort ends them all.
+    if (status == 3) {
+        if (fault)
+            std::this_thread::sleep_for(mode.deadline);
         gradsync::mpi_abort(MPI_COMM_WORLD, status, std::chrono::seconds(2));
+    }
     MPI_Finalize();
     return status;
 }
