@@ -41,7 +41,7 @@
 #include <gloo/barrier.h>
 #include <gloo/rendezvous/file_store.h>
 
-#include <gradsync/comm/gloo_rendezvous.hpp>
+#include <gradsync/comm/gloo/rendezvous.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -19,7 +19,7 @@
 // Rank 0 reports; every side is registered once per repetition, repetitions outermost, in
 // an order shuffled for each repetition (alternate mode keeps its turns), so the sides
 // interleave in time. The closing tables give medians, algbw, busbw and ratios.
-#include <gradsync/comm/mpi.hpp>
+#include <gradsync/comm/mpi/mpi.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include <mpi.h>

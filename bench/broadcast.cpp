@@ -16,9 +16,9 @@
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/file_store.h>
 
-#include <gradsync/comm/gloo.hpp>
-#include <gradsync/comm/gloo_rendezvous.hpp>
-#include <gradsync/comm/mpi.hpp>
+#include <gradsync/comm/gloo/gloo.hpp>
+#include <gradsync/comm/gloo/rendezvous.hpp>
+#include <gradsync/comm/mpi/mpi.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include <mpi.h>

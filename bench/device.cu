@@ -48,7 +48,7 @@
 #if GRADSYNC_BENCH_NCCL
 #include <nccl.h>
 
-#include <gradsync/comm/nccl.hpp>
+#include <gradsync/comm/nccl/nccl.hpp>
 #include <gradsync/device/nccl_passthrough.hpp>
 #endif
 

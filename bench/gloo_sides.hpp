@@ -11,7 +11,7 @@
 #include <gloo/math.h>
 #include <gloo/types.h>
 
-#include <gradsync/comm/gloo.hpp>
+#include <gradsync/comm/gloo/gloo.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include <cstddef>

@@ -113,7 +113,7 @@ int main(int argc, char** argv)
     for (const link_model& l : links)
         for (std::size_t i = 0; i < profiles.size(); ++i) {
             const gp::profile& p = profiles[i];
-            auto shown = [&](const gp::plan& g) {
+            auto shown = [&](const gp::merge_plan& g) {
                 char text[64];
                 std::snprintf(text, sizeof text, "%.3f (%zu)", gp::simulate(p, g, l.cost).predicted_s * 1e3, g.size());
                 return std::string(text);

@@ -25,7 +25,7 @@
 
 #include <gradsync/gradsync.hpp>
 #if GRADSYNC_BENCH_MPI
-#include <gradsync/comm/mpi.hpp>
+#include <gradsync/comm/mpi/mpi.hpp>
 
 #include <mpi.h>
 #endif

@@ -15,8 +15,8 @@
 // overlapped's time. Both sides are checked to keep the ranks' parameters bitwise equal.
 #include <gradsync/torch.hpp>
 
-#include <gradsync/comm/delay.hpp>
-#include <gradsync/comm/local.hpp>
+#include <gradsync/comm/delay/delay.hpp>
+#include <gradsync/comm/local/local.hpp>
 
 #include <barrier>
 #include <cstdio>

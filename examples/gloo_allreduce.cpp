@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/comm/gloo.hpp>
-#include <gradsync/comm/gloo_file_store.hpp>
-#include <gradsync/comm/gloo_rendezvous.hpp>
+#include <gradsync/comm/gloo/gloo.hpp>
+#include <gradsync/comm/gloo/file_store.hpp>
+#include <gradsync/comm/gloo/rendezvous.hpp>
 #include <gradsync/gradsync.hpp>
 
 namespace {

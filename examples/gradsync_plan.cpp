@@ -183,7 +183,7 @@ options parse_options(int argc, char** argv)
     return o;
 }
 
-gp::plan make_plan(const method_spec& m, const gp::profile& p, const gp::linear_cost& cost, std::size_t bpe)
+gp::merge_plan make_plan(const method_spec& m, const gp::profile& p, const gp::linear_cost& cost, std::size_t bpe)
 {
     if (m.name == "optimal")
         return gp::optimal(p, cost, bpe);
@@ -198,7 +198,7 @@ gp::plan make_plan(const method_spec& m, const gp::profile& p, const gp::linear_
 
 struct planned {
     method_spec method;
-    gp::plan groups;
+    gp::merge_plan groups;
     gp::timeline time;
 };
 
@@ -257,7 +257,7 @@ std::string json_string(const std::string& s)
     return out + "\"";
 }
 
-std::string json_groups(const gp::plan& groups)
+std::string json_groups(const gp::merge_plan& groups)
 {
     std::string out = "[";
     for (std::size_t g = 0; g < groups.size(); ++g) {

@@ -27,9 +27,9 @@
 //   link_study RANK SIZE STORE_DIR ADDRESS --profile CSV [--profile CSV ...] [--scale S]
 //              [--rounds R] [--steps K] [--repetitions C] [--rate-mbit R] [--svg FILE]
 // --rate-mbit: the link's shaped rate, to set the calibrated b beside the rate's own.
-#include <gradsync/comm/gloo.hpp>
-#include <gradsync/comm/gloo_file_store.hpp>
-#include <gradsync/comm/gloo_rendezvous.hpp>
+#include <gradsync/comm/gloo/gloo.hpp>
+#include <gradsync/comm/gloo/file_store.hpp>
+#include <gradsync/comm/gloo/rendezvous.hpp>
 #include <gradsync/gradsync.hpp>
 #include <gradsync/planner/bucket.hpp>
 #include <gradsync/planner/calibration.hpp>
@@ -210,7 +210,7 @@ study run_profile(comm_type& comm, const arguments& a, const std::string& path)
         gp::calibrate<float, comm_type, gradsync::average, gradsync::ring>(comm, counts, a.repetitions);
     const gp::linear_cost cost{std::max(fit.cost.a, 0.0), std::max(fit.cost.b, 0.0)};
 
-    const std::vector<std::pair<std::string, gp::plan>> plans{
+    const std::vector<std::pair<std::string, gp::merge_plan>> plans{
         {"WFBP", gp::wfbp(profile)},
         {"single group", gp::single(profile)},
         {"25 MiB buckets", gp::bucket(profile, std::uint64_t(25) << 20)},

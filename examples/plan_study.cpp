@@ -63,7 +63,7 @@ const std::vector<scenario> scenarios{
 struct planner {
     const char* name;
     const char* color;
-    std::function<gp::plan(const gp::profile&, const gp::linear_cost&)> make;
+    std::function<gp::merge_plan(const gp::profile&, const gp::linear_cost&)> make;
 };
 const std::vector<planner> planners{
     {"WFBP", "#1f77b4", [](const gp::profile& p, const gp::linear_cost&) { return gp::wfbp(p); }},
@@ -120,7 +120,7 @@ void write_speedup_chart(const fs::path& file, const std::string& title, const s
         throw gradsync::usage_error("plan_study: cannot write " + file.string());
 }
 
-void write_timeline(const fs::path& file, const gp::profile& p, const gp::plan& groups, const gp::linear_cost& cost,
+void write_timeline(const fs::path& file, const gp::profile& p, const gp::merge_plan& groups, const gp::linear_cost& cost,
                     const std::string& title)
 {
     std::ofstream out(file, std::ios::binary);
@@ -168,7 +168,7 @@ void study(const fs::path& csv, const fs::path& out_dir, worst_case& worst)
             std::vector<double> speedup;
             std::vector<std::size_t> group_count;
             for (const planner& pl : planners) {
-                const gp::plan groups = pl.make(p, cost);
+                const gp::merge_plan groups = pl.make(p, cost);
                 const double iteration = forward + gp::simulate(p, groups, cost).predicted_s;
                 speedup.push_back(n * single_node / iteration);
                 group_count.push_back(groups.size());

@@ -8,7 +8,7 @@
 //             writes the profile CSV and the timeline SVG of the optimal plan.
 // Ranks are threads of this process (local_group). Built with MPI and started by mpiexec,
 // the ranks are the MPI processes instead and both studies run at the world size.
-#include <gradsync/comm/local.hpp>
+#include <gradsync/comm/local/local.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/planner/profile_csv.hpp>
 #include <gradsync/planner/svg.hpp>
@@ -25,7 +25,7 @@
 #include "trainer/train.hpp"
 
 #if GRADSYNC_TRAINER_MPI
-#include <gradsync/comm/mpi.hpp>
+#include <gradsync/comm/mpi/mpi.hpp>
 #endif
 
 #include <cstdio>

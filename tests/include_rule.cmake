@@ -4,10 +4,12 @@
 # understood, without the ones above them. A header that no rule below places fails too, so a
 # new header gets a layer when it is added.
 #
-#   0 foundations       error.hpp types.hpp layout.hpp tags.hpp broadcast_element.hpp
+#   0 foundations       error.hpp types.hpp layout.hpp tags.hpp broadcast_element.hpp codes.hpp
+#                       hash.hpp
 #                       device/{span,space,cuda}.hpp
 #   1 communicator      communicator.hpp subgroup.hpp
-#   2 transports        comm/*.hpp
+#   2 transports        comm/**: a folder per transport, the headers a user includes in it and
+#                       its private parts in its detail/; comm/detail/ for what several share
 #   3 kernels           kernels/*.hpp
 #   4 policies, memory  policy/*.hpp algorithm/memory.hpp device/{memory,policy}.hpp
 #   5 algorithms        algorithm/*.hpp plan.hpp broadcast_plan.hpp device/nccl_passthrough.hpp
@@ -20,7 +22,8 @@
 # the runtime and the umbrellas (layer 8 and up) include it. planner/calibration.hpp measures
 # through the front doors, so it may include up to layer 7 (and planner/), and counts as
 # layer 7 for whoever includes it. comm/ never includes algorithm/, plan*.hpp, policy/,
-# kernels/ or device/ headers above layer 0, whatever layers those are given.
+# kernels/ or device/ headers above layer 0, whatever layers those are given. A detail/
+# folder is private to the folder above it: only headers under that folder include it.
 cmake_minimum_required(VERSION 3.22) # a script's policies: if() does not dereference quoted words
 if(NOT INCLUDE_DIR)
   message(FATAL_ERROR "include_rule: pass -DINCLUDE_DIR=<the directory holding gradsync/>")
@@ -39,11 +42,11 @@ set(planner_includer_layer 8) # the lowest layer that may include a planner/ hea
 function(layer_of rel out_layer out_kind)
   set(kind layer)
   set(layer "")
-  if(rel MATCHES "^(error|types|layout|tags|broadcast_element)\\.hpp$" OR rel MATCHES "^device/(span|space|cuda)\\.hpp$")
+  if(rel MATCHES "^(error|types|layout|tags|broadcast_element|codes|hash)\\.hpp$" OR rel MATCHES "^device/(span|space|cuda)\\.hpp$")
     set(layer 0)
   elseif(rel MATCHES "^(communicator|subgroup)\\.hpp$")
     set(layer 1)
-  elseif(rel MATCHES "^comm/[^/]+\\.hpp$")
+  elseif(rel MATCHES "^comm/.+\\.hpp$")
     set(layer 2)
   elseif(rel MATCHES "^kernels/[^/]+\\.hpp$")
     set(layer 3)
@@ -124,7 +127,15 @@ foreach(file IN LISTS files)
     endif()
     describe("${target}" to_text)
     set(why "")
-    if(file MATCHES "^comm/" AND (target MATCHES "^(algorithm|policy|kernels)/" OR target MATCHES "^plan[^/]*\\.hpp$"
+    set(owner "")
+    if(target MATCHES "^(.*/)?detail/")
+      set(owner "${CMAKE_MATCH_1}") # the folder whose detail/ it is ("" for the top)
+    endif()
+    string(LENGTH "${owner}" owner_length)
+    string(SUBSTRING "${file}" 0 ${owner_length} file_head)
+    if(target MATCHES "/?detail/" AND NOT file_head STREQUAL owner)
+      set(why "a detail/ folder is private: only headers under ${owner} include it")
+    elseif(file MATCHES "^comm/" AND (target MATCHES "^(algorithm|policy|kernels)/" OR target MATCHES "^plan[^/]*\\.hpp$"
                                   OR (target MATCHES "^device/" AND NOT to_layer EQUAL 0)))
       set(why "a transport never includes algorithm/, plan*.hpp, policy/, kernels/ or device/ above layer 0")
     elseif(kind STREQUAL "planner")

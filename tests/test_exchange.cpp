@@ -12,7 +12,7 @@
 #include <vector>
 
 #include <gradsync/algorithm/exchange.hpp>
-#include <gradsync/comm/delay.hpp>
+#include <gradsync/comm/delay/delay.hpp>
 #include <gradsync/subgroup.hpp>
 
 namespace {

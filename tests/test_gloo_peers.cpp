@@ -28,8 +28,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gradsync/comm/gloo.hpp>
-#include <gradsync/comm/gloo_rendezvous.hpp>
+#include <gradsync/comm/gloo/gloo.hpp>
+#include <gradsync/comm/gloo/rendezvous.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include "reference.hpp"
@@ -134,7 +134,7 @@ void connected(gloo_communicator& comm)
 bool starts(const std::string& s, const std::string& head) { return s.rfind(head, 0) == 0; }
 
 // What is wrong with this thread's SIGPIPE after it posted and saw a peer fail: it must be
-// blocked (gloo_sigpipe.hpp) and not pending, so that unblocking it later cannot end the
+// blocked (gloo/detail/sigpipe.hpp) and not pending, so that unblocking it later cannot end the
 // process for a write that already failed.
 outcome sigpipe_state()
 {

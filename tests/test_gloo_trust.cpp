@@ -41,9 +41,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gradsync/comm/gloo.hpp>
-#include <gradsync/comm/gloo_file_store.hpp>
-#include <gradsync/comm/gloo_rendezvous.hpp>
+#include <gradsync/comm/gloo/gloo.hpp>
+#include <gradsync/comm/gloo/file_store.hpp>
+#include <gradsync/comm/gloo/rendezvous.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include "scratch_dir.hpp"

@@ -33,7 +33,7 @@
 #if defined(GRADSYNC_TEST_TRANSPORT_BOOST_MPI)
 #include <boost/mpi/communicator.hpp>
 #include <boost/mpi/environment.hpp>
-#include <gradsync/comm/boost_mpi.hpp>
+#include <gradsync/comm/mpi/boost_mpi.hpp>
 using transport = gradsync::boost_mpi_communicator;
 static transport make_comm() { return transport(boost::mpi::communicator()); }
 static transport make_comm(MPI_Comm c, gradsync::mpi_options o)
@@ -42,9 +42,9 @@ static transport make_comm(MPI_Comm c, gradsync::mpi_options o)
 }
 #elif defined(GRADSYNC_TEST_TRANSPORT_GLOO)
 #include <gloo/rendezvous/file_store.h>
-#include <gradsync/comm/gloo.hpp>
-#include <gradsync/comm/gloo_rendezvous.hpp>
-#include <gradsync/comm/mpi.hpp> // mpi_options: the deadline the tests ask for
+#include <gradsync/comm/gloo/gloo.hpp>
+#include <gradsync/comm/gloo/rendezvous.hpp>
+#include <gradsync/comm/mpi/mpi.hpp> // mpi_options: the deadline the tests ask for
 using transport = gradsync::gloo_communicator;
 // MPI only launches the ranks and agrees on outcomes; the transport under test is Gloo, over
 // a file store in a directory rank 0 makes. Every communicator gets a context of its own,
@@ -68,7 +68,7 @@ static transport make_comm(MPI_Comm c, gradsync::mpi_options o)
 }
 static transport make_comm() { return make_comm(MPI_COMM_WORLD, {}); }
 #elif defined(GRADSYNC_TEST_TRANSPORT_MPI)
-#include <gradsync/comm/mpi.hpp>
+#include <gradsync/comm/mpi/mpi.hpp>
 using transport = gradsync::mpi_communicator;
 static transport make_comm() { return transport(MPI_COMM_WORLD); }
 static transport make_comm(MPI_Comm c, gradsync::mpi_options o) { return transport(c, o); }

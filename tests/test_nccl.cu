@@ -23,7 +23,7 @@
 
 #include <thrust/system/cpp/execution_policy.h>
 
-#include <gradsync/comm/nccl.hpp>
+#include <gradsync/comm/nccl/nccl.hpp>
 #include <gradsync/device/nccl_passthrough.hpp>
 #include <gradsync/device.hpp>
 #include <gradsync/gradsync.hpp>

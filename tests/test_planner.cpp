@@ -34,7 +34,7 @@ gp::profile make_profile(const std::vector<double>& backward_s, const std::vecto
     return p;
 }
 
-double predicted(const gp::profile& p, const gp::plan& groups, const gp::linear_cost& c, std::size_t bpe = 1)
+double predicted(const gp::profile& p, const gp::merge_plan& groups, const gp::linear_cost& c, std::size_t bpe = 1)
 {
     return gp::simulate(p, groups, c, bpe).predicted_s;
 }
@@ -66,13 +66,13 @@ gp::linear_cost random_cost(std::mt19937_64& rng, bool integer)
 
 // Every partition of layers 0..L-1 into contiguous groups, in communication order: bit j of
 // `cuts` set means a group ends after backward position j (layer L-1-j).
-std::vector<gp::plan> all_partitions(std::size_t layers)
+std::vector<gp::merge_plan> all_partitions(std::size_t layers)
 {
-    std::vector<gp::plan> plans;
+    std::vector<gp::merge_plan> plans;
     if (layers == 0)
-        return {gp::plan{}};
+        return {gp::merge_plan{}};
     for (std::uint64_t cuts = 0; cuts < (std::uint64_t(1) << (layers - 1)); ++cuts) {
-        gp::plan groups;
+        gp::merge_plan groups;
         std::vector<std::size_t> open;
         for (std::size_t j = 0; j < layers; ++j) {
             open.insert(open.begin(), layers - 1 - j);
@@ -88,7 +88,7 @@ std::vector<gp::plan> all_partitions(std::size_t layers)
 
 // MG-WFBP as docs/planner.md writes it out, literally: arrays tau_b, tb, tc, tau_c, and tau_c
 // recomputed in full after every merge.
-gp::plan mgwfbp_reference(const gp::profile& p, const gp::linear_cost& T, std::size_t bpe)
+gp::merge_plan mgwfbp_reference(const gp::profile& p, const gp::linear_cost& T, std::size_t bpe)
 {
     const std::size_t L = p.size();
     if (L == 0)
@@ -109,7 +109,7 @@ gp::plan mgwfbp_reference(const gp::profile& p, const gp::linear_cost& T, std::s
             tau_c[l] = std::max(tau_c[l + 1] + tc[l + 1], tau_b[l] + tb[l]);
     };
     recompute();
-    gp::plan groups;
+    gp::merge_plan groups;
     std::vector<std::size_t> current;
     for (std::size_t l = L - 1; l >= 1; --l) {
         current.insert(current.begin(), l);
@@ -144,11 +144,11 @@ TEST_CASE("planner case 1: communication fully hidden", "[planner]")
 {
     const gp::profile p = make_profile({4, 4, 4}, {4, 4, 4});
     const gp::linear_cost c{1, 0.25};
-    const gp::plan wfbp = gp::wfbp(p);
-    CHECK(wfbp == gp::plan{{2}, {1}, {0}});
+    const gp::merge_plan wfbp = gp::wfbp(p);
+    CHECK(wfbp == gp::merge_plan{{2}, {1}, {0}});
     CHECK(gp::mgwfbp(p, c, 1) == wfbp);
     CHECK(predicted(p, wfbp, c) == 14.0);
-    CHECK(gp::optimal(p, c, 1) == gp::plan{{1, 2}, {0}});
+    CHECK(gp::optimal(p, c, 1) == gp::merge_plan{{1, 2}, {0}});
     CHECK(predicted(p, gp::optimal(p, c, 1), c) == 14.0);
     CHECK(predicted(p, gp::single(p), c) == 16.0);
 }
@@ -167,8 +167,8 @@ TEST_CASE("planner case 2: merging recovers a communication that is not hidden",
 {
     const gp::profile p = make_profile({4.5, 1, 4, 1}, {4, 4, 4, 4});
     const gp::linear_cost c{2, 0.25};
-    const gp::plan m = gp::mgwfbp(p, c, 1);
-    CHECK(m == gp::plan{{3}, {1, 2}, {0}});
+    const gp::merge_plan m = gp::mgwfbp(p, c, 1);
+    CHECK(m == gp::merge_plan{{3}, {1, 2}, {0}});
     CHECK(predicted(p, gp::wfbp(p), c) == 14.0);
     CHECK(predicted(p, m, c) == 13.5);
     CHECK(gp::optimal(p, c, 1) == m);
@@ -188,14 +188,14 @@ TEST_CASE("planner case 3: communication-bound, the optimum beats MG-WFBP", "[pl
 {
     const gp::profile p = make_profile({3, 2, 3}, {3, 3, 2});
     const gp::linear_cost c{3.5, 1};
-    const gp::plan m = gp::mgwfbp(p, c, 1);
-    const gp::plan o = gp::optimal(p, c, 1);
-    CHECK(m == gp::plan{{0, 1, 2}});
+    const gp::merge_plan m = gp::mgwfbp(p, c, 1);
+    const gp::merge_plan o = gp::optimal(p, c, 1);
+    CHECK(m == gp::merge_plan{{0, 1, 2}});
     CHECK(predicted(p, m, c) == 19.5);
-    CHECK(o == gp::plan{{2}, {0, 1}});
+    CHECK(o == gp::merge_plan{{2}, {0, 1}});
     CHECK(predicted(p, o, c) == 18.0);
     CHECK(predicted(p, gp::wfbp(p), c) == 21.5);
-    CHECK(predicted(p, gp::plan{{1, 2}, {0}}, c) == 20.0);
+    CHECK(predicted(p, gp::merge_plan{{1, 2}, {0}}, c) == 20.0);
 }
 
 // Two layers, so l = 1 is the only decision: ready = r(0) = tb1 + tb0, tau_c(1) = tb1.
@@ -205,23 +205,23 @@ TEST_CASE("mgwfbp: ready - tau_c equal to a does not merge, just below it does",
     // tb0 = 2: ready 3 < 1 + 6, tau_c 1 > 3 no, 3 - 1 = 2 < 2 no -> {1}{0}.
     // tb0 = 1.75: 2.75 - 1 = 1.75 < 2 -> merged.
     const gp::linear_cost c{2, 1};
-    CHECK(gp::mgwfbp(make_profile({2, 1}, {4, 4}), c, 1) == gp::plan{{1}, {0}});
-    CHECK(gp::mgwfbp(make_profile({1.75, 1}, {4, 4}), c, 1) == gp::plan{{0, 1}});
+    CHECK(gp::mgwfbp(make_profile({2, 1}, {4, 4}), c, 1) == gp::merge_plan{{1}, {0}});
+    CHECK(gp::mgwfbp(make_profile({1.75, 1}, {4, 4}), c, 1) == gp::merge_plan{{0, 1}});
     // a = 0: the startup branch never holds, and ready == tau_c is not "tau_c > ready".
     // tb0 = 0: ready 1 == tau_c 1 < 1 + T(4) = 5 -> {1}{0}.
-    CHECK(gp::mgwfbp(make_profile({0, 1}, {4, 4}), gp::linear_cost{0, 1}, 1) == gp::plan{{1}, {0}});
+    CHECK(gp::mgwfbp(make_profile({0, 1}, {4, 4}), gp::linear_cost{0, 1}, 1) == gp::merge_plan{{1}, {0}});
 }
 
 TEST_CASE("mgwfbp: a layer without parameters ready exactly when its turn comes does not merge", "[planner]")
 {
     // Layer 1 has no parameters (tc(1) = 0); tb1 = 1, tb0 = 0, so ready = r(0) = 1 = tau_c(1).
     // ready - tau_c = 0 < a, but ready < tau_c + tc = 1 is false -> {1}{0}.
-    CHECK(gp::mgwfbp(make_profile({0, 1}, {4, 0}), gp::linear_cost{2, 1}, 1) == gp::plan{{1}, {0}});
+    CHECK(gp::mgwfbp(make_profile({0, 1}, {4, 0}), gp::linear_cost{2, 1}, 1) == gp::merge_plan{{1}, {0}});
     // The same empty layer carrying merged bytes: a = b = 1, tb = 0, 0.5, 1, params 2, 0, 5;
     // r(2) = 1, r(1) = r(0) = 1.5. l = 2: tau_c(2) = 1, tc(2) = T(5) = 6: ready 1.5 < 7 and
     // 1.5 - 1 = 0.5 < 1 -> merge (bytes(1) = 5, tau_c(1) = max(1 + 0, 1.5) = 1.5, tc(1) = 6).
     // l = 1: ready 1.5 < 7.5 and 1.5 - 1.5 = 0 < 1 -> merge: one group.
-    CHECK(gp::mgwfbp(make_profile({0, 0.5, 1}, {2, 0, 5}), gp::linear_cost{1, 1}, 1) == gp::plan{{0, 1, 2}});
+    CHECK(gp::mgwfbp(make_profile({0, 0.5, 1}, {2, 0, 5}), gp::linear_cost{1, 1}, 1) == gp::merge_plan{{0, 1, 2}});
 }
 
 // a = 1, b = 1; tb = 1 everywhere: r(3) = 1, r(2) = 2, r(1) = 3, r(0) = 4; params 1, 0, 1, 5.
@@ -235,8 +235,8 @@ TEST_CASE("mgwfbp: layers queued behind a long communication merge, empty layers
 {
     const gp::profile p = make_profile({1, 1, 1, 1}, {1, 0, 1, 5});
     const gp::linear_cost c{1, 1};
-    const gp::plan m = gp::mgwfbp(p, c, 1);
-    CHECK(m == gp::plan{{3}, {0, 1, 2}});
+    const gp::merge_plan m = gp::mgwfbp(p, c, 1);
+    CHECK(m == gp::merge_plan{{3}, {0, 1, 2}});
     CHECK(predicted(p, m, c) == 10.0);
     CHECK(predicted(p, gp::wfbp(p), c) == 11.0);
 }
@@ -245,20 +245,20 @@ TEST_CASE("planners: no layers, one layer, no parameters at all", "[planner]")
 {
     const gp::linear_cost c{1, 1};
     const gp::profile none;
-    for (const gp::plan& g : {gp::wfbp(none), gp::single(none), gp::bucket(none, 8), gp::mgwfbp(none, c),
+    for (const gp::merge_plan& g : {gp::wfbp(none), gp::single(none), gp::bucket(none, 8), gp::mgwfbp(none, c),
                               gp::optimal(none, c)}) {
         CHECK(g.empty());
         CHECK(gp::simulate(none, g, c).predicted_s == 0.0);
     }
     const gp::profile one = make_profile({2}, {3});
-    for (const gp::plan& g : {gp::wfbp(one), gp::single(one), gp::bucket(one, 8), gp::mgwfbp(one, c, 1),
+    for (const gp::merge_plan& g : {gp::wfbp(one), gp::single(one), gp::bucket(one, 8), gp::mgwfbp(one, c, 1),
                               gp::optimal(one, c, 1)}) {
-        CHECK(g == gp::plan{{0}});
+        CHECK(g == gp::merge_plan{{0}});
         CHECK(predicted(one, g, c) == 2.0 + 1.0 + 3.0);
     }
     const gp::profile empty_layers = make_profile({1, 2, 3}, {0, 0, 0});
     CHECK(predicted(empty_layers, gp::mgwfbp(empty_layers, c, 1), c) == 6.0);
-    CHECK(gp::optimal(empty_layers, c, 1) == gp::plan{{0, 1, 2}});
+    CHECK(gp::optimal(empty_layers, c, 1) == gp::merge_plan{{0, 1, 2}});
     CHECK(predicted(empty_layers, gp::optimal(empty_layers, c, 1), c) == 6.0);
 }
 
@@ -285,14 +285,14 @@ TEST_CASE("optimal equals brute force over every contiguous partition", "[planne
         const gp::linear_cost c = random_cost(rng, integer);
         double best = std::numeric_limits<double>::infinity();
         std::size_t fewest = 0;
-        for (const gp::plan& candidate : all_partitions(layers)) {
+        for (const gp::merge_plan& candidate : all_partitions(layers)) {
             const double t = predicted(p, candidate, c, 4);
             if (t < best || (t == best && candidate.size() < fewest)) {
                 best = t;
                 fewest = candidate.size();
             }
         }
-        const gp::plan o = gp::optimal(p, c, 4);
+        const gp::merge_plan o = gp::optimal(p, c, 4);
         INFO("seed " << seed << ", " << layers << " layers");
         CHECK_NOTHROW(gp::validate_plan(o, layers));
         CHECK(predicted(p, o, c, 4) == Approx(best).epsilon(1e-12).margin(0));
@@ -322,11 +322,11 @@ TEST_CASE("bucket closes a group once it reaches the cap, in backward order", "[
 {
     // Bytes 1, 2, 3, 4 (layers 0..3), cap 5: 4 -> +3 = 7 closes {2,3}; 2 -> +1 = 3, the rest {0,1}.
     const gp::profile p = make_profile({1, 1, 1, 1}, {1, 2, 3, 4});
-    CHECK(gp::bucket(p, 5, 1) == gp::plan{{2, 3}, {0, 1}});
-    CHECK(gp::bucket(p, 4, 1) == gp::plan{{3}, {1, 2}, {0}}); // reaching the cap exactly closes
+    CHECK(gp::bucket(p, 5, 1) == gp::merge_plan{{2, 3}, {0, 1}});
+    CHECK(gp::bucket(p, 4, 1) == gp::merge_plan{{3}, {1, 2}, {0}}); // reaching the cap exactly closes
     CHECK(gp::bucket(p, 1, 1) == gp::wfbp(p));
     CHECK(gp::bucket(p, 1000, 1) == gp::single(p));
-    CHECK(gp::bucket(p, 20, 4) == gp::plan{{2, 3}, {0, 1}}); // bytes 4, 8, 12, 16
+    CHECK(gp::bucket(p, 20, 4) == gp::merge_plan{{2, 3}, {0, 1}}); // bytes 4, 8, 12, 16
     CHECK_THROWS_AS(gp::bucket(p, 0), gradsync::usage_error);
 }
 
@@ -337,7 +337,7 @@ TEST_CASE("simulate: invariants of the timeline on random plans", "[planner]")
         const std::size_t layers = std::uniform_int_distribution<std::size_t>(1, 80)(rng);
         const gp::profile p = random_profile(rng, layers, seed % 2 == 0);
         const gp::linear_cost c = random_cost(rng, false);
-        gp::plan groups;
+        gp::merge_plan groups;
         for (std::size_t l = layers; l-- > 0;) {
             if (groups.empty() || std::uniform_int_distribution<int>(0, 2)(rng) == 0)
                 groups.emplace_back();
@@ -376,7 +376,7 @@ TEST_CASE("simulate refuses invalid times, costs and element sizes, naming the l
 {
     gp::profile p = make_profile({1, 1, 1}, {1, 1, 1});
     const gp::linear_cost c{1, 1};
-    const gp::plan w = gp::wfbp(p);
+    const gp::merge_plan w = gp::wfbp(p);
     p[1].backward_s = std::nan("");
     CHECK_THROWS_WITH(gp::simulate(p, w, c), Contains("layer 1 ('layer1')"));
     CHECK_THROWS_AS(gp::mgwfbp(p, c), gradsync::usage_error);
@@ -497,7 +497,7 @@ TEST_CASE("svg: a self-contained picture with escaped names, every group and the
     p[0].name = "<conv&\"1\">";
     p[1].name = std::string("bad\xff\x01utf8");
     const gp::linear_cost c{3.5, 1};
-    const gp::plan o = gp::optimal(p, c, 1);
+    const gp::merge_plan o = gp::optimal(p, c, 1);
     const gp::timeline t = gp::simulate(p, o, c, 1);
     std::ostringstream out;
     gp::write_timeline_svg(out, p, o, t, "case 3 & <optimal>");

@@ -31,7 +31,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <gradsync/comm/mpi.hpp>
+#include <gradsync/comm/mpi/mpi.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include "catch_session.hpp"

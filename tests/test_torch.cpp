@@ -28,7 +28,7 @@ using Catch::Matchers::Contains;
 
 struct recorded {
     std::vector<std::vector<std::vector<float>>> reduced; // [step][rank]
-    std::vector<gradsync::planner::plan> plans;           // the plan each step ran
+    std::vector<gradsync::planner::merge_plan> plans;           // the plan each step ran
     std::vector<std::vector<std::uint64_t>> hooks;        // [rank] hook calls at the end
     std::vector<std::size_t> sizes;
 };
@@ -36,7 +36,7 @@ struct recorded {
 // `use`, when not empty, is passed to use_plan() before the first step.
 template <class Policy>
 recorded run_data_parallel(int n, int steps, gradsync::data_parallel_options options,
-                           const gradsync::planner::plan& use = {})
+                           const gradsync::planner::merge_plan& use = {})
 {
     recorded rec;
     rec.reduced.assign(std::size_t(steps), std::vector<std::vector<float>>(std::size_t(n)));
@@ -67,7 +67,7 @@ recorded run_data_parallel(int n, int steps, gradsync::data_parallel_options opt
 
 template <class Policy>
 void check_against_reference(int n, const gradsync::data_parallel_options& options,
-                             const gradsync::planner::plan& use = {})
+                             const gradsync::planner::merge_plan& use = {})
 {
     constexpr int steps = 3;
     const recorded rec = run_data_parallel<Policy>(n, steps, options, use);
@@ -125,9 +125,9 @@ TEST_CASE("use_plan() runs the plan given from the next iteration, and only betw
 {
     gradsync::data_parallel_options options;
     options.measure_iterations = 5; // would measure through every step but for use_plan()
-    const gradsync::planner::plan two{{5, 6, 7, 8, 9}, {0, 1, 2, 3, 4}};
+    const gradsync::planner::merge_plan two{{5, 6, 7, 8, 9}, {0, 1, 2, 3, 4}};
     const recorded rec = run_data_parallel<gradsync::adasum>(3, 2, options, two);
-    for (const gradsync::planner::plan& p : rec.plans)
+    for (const gradsync::planner::merge_plan& p : rec.plans)
         CHECK(p == two);
     check_against_reference<gradsync::adasum>(3, options, two);
 
@@ -162,7 +162,7 @@ void check_model_change(int n)
     std::vector<std::vector<std::vector<float>>> got(steps, std::vector<std::vector<float>>(std::size_t(n)));
     outcome synchronize_call, replan_call;
     std::vector<std::size_t> sizes;
-    gradsync::planner::plan plan;
+    gradsync::planner::merge_plan plan;
     local_group group(n);
     group.run([&](local_communicator& comm) {
         const std::size_t r = std::size_t(comm.rank());
@@ -239,7 +239,7 @@ TEST_CASE("model change: each rank's Adam step, the changes reduced and applied,
 // The model change with each parameter's local step in its hook (overlap()) against the
 // change after backward, both under one plan: the same bits, every step, every rank.
 template <class Policy, class Optimizer, class Options>
-void check_overlap(int n, const Options& optimizer_options, const gradsync::planner::plan& plan)
+void check_overlap(int n, const Options& optimizer_options, const gradsync::planner::merge_plan& plan)
 {
     constexpr int steps = 3;
     const auto inputs = batches(steps, n);
@@ -276,10 +276,10 @@ void check_overlap(int n, const Options& optimizer_options, const gradsync::plan
 TEST_CASE("model change overlapped with backward: each parameter's local step in its hook, the same bits",
           "[torch]")
 {
-    const gradsync::planner::plan one{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}};
-    const gradsync::planner::plan each = per_layer_plan(10);
+    const gradsync::planner::merge_plan one{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}};
+    const gradsync::planner::merge_plan each = per_layer_plan(10);
     for (int n = 1; n <= 4; ++n)
-        for (const gradsync::planner::plan& plan : {one, each}) {
+        for (const gradsync::planner::merge_plan& plan : {one, each}) {
             check_overlap<gradsync::adasum, torch::optim::Adam>(n, torch::optim::AdamOptions(1e-3), plan);
             check_overlap<gradsync::adasum, torch::optim::SGD>(n, torch::optim::SGDOptions(0.05).momentum(0.9),
                                                                plan);

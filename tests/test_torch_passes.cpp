@@ -104,7 +104,7 @@ void check_accumulation(int n, int k, accumulation how)
         backward(m, data[std::size_t(r)]);
         one_pass[std::size_t(r)] = gradients_of(m);
     }
-    const gradsync::planner::plan per_layer = per_layer_plan(sizes.size());
+    const gradsync::planner::merge_plan per_layer = per_layer_plan(sizes.size());
     const auto want = reduce_by_group<Policy>(one_pass, sizes, per_layer);
     for (int r = 0; r < n; ++r) {
         INFO(Policy::name << ", " << n << " ranks, " << k << " passes, "
@@ -192,7 +192,7 @@ void check_join(int n)
         if (r == 0)
             sizes.assign(dp.layer_sizes().begin(), dp.layer_sizes().end());
     });
-    const gradsync::planner::plan per_layer = per_layer_plan(sizes.size());
+    const gradsync::planner::merge_plan per_layer = per_layer_plan(sizes.size());
     std::vector<lenet> reference = replicas(n + 1); // [0] steps; [1..n] compute each rank's gradient
     torch::optim::SGD sgd = sgd_of(reference[0]);
     for (int i = 0; i < most; ++i) {

@@ -97,7 +97,7 @@ inline void backward(lenet& m, const batch& b) { torch::nll_loss(m->forward(b.x)
 // Each rank's gradients reduced group by group, as the synchronizer does with the plan.
 template <class Policy, class E = float>
 std::vector<std::vector<E>> reduce_by_group(std::vector<std::vector<E>> local, const std::vector<std::size_t>& sizes,
-                                            const gradsync::planner::plan& plan)
+                                            const gradsync::planner::merge_plan& plan)
 {
     const int n = int(local.size());
     std::vector<std::size_t> offset{0};
@@ -116,9 +116,9 @@ std::vector<std::vector<E>> reduce_by_group(std::vector<std::vector<E>> local, c
 }
 
 // One group per layer, in backward order: the plan while measuring, and with measure_iterations = 0.
-inline gradsync::planner::plan per_layer_plan(std::size_t layers)
+inline gradsync::planner::merge_plan per_layer_plan(std::size_t layers)
 {
-    gradsync::planner::plan p;
+    gradsync::planner::merge_plan p;
     for (std::size_t l = layers; l-- > 0;)
         p.push_back({l});
     return p;

@@ -50,7 +50,7 @@
 
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/allreduce.hpp>
-#include <gradsync/comm/delay.hpp>
+#include <gradsync/comm/delay/delay.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/planner.hpp>
 #include <gradsync/planner/calibration.hpp>
@@ -75,7 +75,7 @@ struct schedule_options {
 
 struct schedule_row {
     std::string method;
-    gradsync::planner::plan groups; // empty for the plain loop
+    gradsync::planner::merge_plan groups; // empty for the plain loop
     double predicted_s = 0;
     double measured_s = 0; // to the end of the last allreduce
     double returned_s = 0; // to the return of synchronize() (the plain loop: as measured_s)
@@ -166,7 +166,7 @@ schedule_result schedule_study(C& inner, lenet& model, lenet& plain,
 
     const planner::profile& p = result.profile;
     const planner::linear_cost& cost = result.planned;
-    const std::vector<std::pair<std::string, planner::plan>> plans{
+    const std::vector<std::pair<std::string, planner::merge_plan>> plans{
         {"WFBP", planner::wfbp(p)},
         {"single group", planner::single(p)},
         {"25 MiB buckets", planner::bucket(p, s.bucket_bytes)},

@@ -25,7 +25,7 @@
 // The scheduling study (schedule_study.hpp): the step's time under each merge plan over an
 // emulated slow link, beside the planner's prediction and the plain libtorch loop;
 // profile.csv, the measured LeNet profile, in --out.
-#include <gradsync/comm/local.hpp>
+#include <gradsync/comm/local/local.hpp>
 #include <gradsync/planner/profile_csv.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/policy/sum.hpp>
@@ -38,7 +38,7 @@
 #include "trace.hpp"
 
 #if GRADSYNC_TRAINER_MPI
-#include <gradsync/comm/mpi.hpp>
+#include <gradsync/comm/mpi/mpi.hpp>
 #endif
 
 #include <algorithm>

@@ -50,7 +50,7 @@ template <class Policy, gradsync::communicator C>
 run_summary train_and_report(C& comm, const dataset& train_set, const dataset& eval_set, const char* eval_name,
                              const train_options& o, const std::string& label)
 {
-    const gradsync::planner::plan one_group =
+    const gradsync::planner::merge_plan one_group =
         gradsync::planner::single(gradsync::planner::profile(2 * (o.widths.size() - 1)));
     const auto progress = [&](const epoch_result& e) {
         if (comm.rank() == 0)

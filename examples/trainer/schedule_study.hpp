@@ -43,7 +43,7 @@
 
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/allreduce.hpp>
-#include <gradsync/comm/delay.hpp>
+#include <gradsync/comm/delay/delay.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/planner/bucket.hpp>
 #include <gradsync/planner/calibration.hpp>
@@ -78,7 +78,7 @@ struct schedule_options {
 
 struct method_result {
     std::string method;
-    gradsync::planner::plan groups;
+    gradsync::planner::merge_plan groups;
     double predicted_s = 0;
     double measured_s = 0;
     double wake_s = 0; // from the last allreduce's end until the trainer thread ran (median)
@@ -149,7 +149,7 @@ schedule_result schedule_study(C& inner, const dataset& train_set, const train_o
     // or b, which no allreduce has and the planner refuses.
     const planner::linear_cost cost{std::max(result.fit.cost.a, 0.0), std::max(result.fit.cost.b, 0.0)};
     result.planned = cost;
-    const std::vector<std::pair<std::string, planner::plan>> plans{
+    const std::vector<std::pair<std::string, planner::merge_plan>> plans{
         {"WFBP", planner::wfbp(result.profile)},
         {"single group", planner::single(result.profile)},
         {"25 MiB buckets", planner::bucket(result.profile, s.bucket_bytes)},
@@ -175,7 +175,7 @@ schedule_result schedule_study(C& inner, const dataset& train_set, const train_o
                 wake[p].push_back(std::chrono::duration<double>(r.end - reduced).count());
             }
     for (std::size_t p = 0; p < plans.size(); ++p) {
-        const planner::plan& groups = plans[p].second;
+        const planner::merge_plan& groups = plans[p].second;
         method_result m{plans[p].first, groups, planner::simulate(result.profile, groups, cost).predicted_s, 0.0, 0.0};
         m.measured_s = detail::average_over_ranks(comm, median(seconds[p]));
         m.wake_s = detail::average_over_ranks(comm, median(wake[p]));

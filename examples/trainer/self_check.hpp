@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/comm/local.hpp>
+#include <gradsync/comm/local/local.hpp>
 #include <gradsync/planner/profile.hpp>
 #include <gradsync/planner/single.hpp>
 #include <gradsync/planner/wfbp.hpp>

@@ -21,7 +21,7 @@
 //
 // Optional: c.tag_limit() -> int, the largest tag the transport carries (MPI_TAG_UB): the bits
 // it leaves above 2^15 carry a reducer's identity and call number (tags.hpp). Without it tags
-// stop at 32767 and carry no stamp.
+// stop at tags::base_mask (32767, the least MPI_TAG_UB MPI allows) and carry no stamp.
 //
 // Optional: c.release(), from any thread: every wait in progress or to come, and every later
 // post, throws aborted_error, so that a thread stuck on a peer that will never come can be
@@ -80,7 +80,7 @@ int tag_limit(const C& c)
     if constexpr (requires { { c.tag_limit() } -> std::convertible_to<int>; })
         return c.tag_limit();
     else
-        return 32767;
+        return tags::base_mask;
 }
 
 template <communicator C>

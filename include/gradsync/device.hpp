@@ -2,11 +2,11 @@
 // device_broadcaster, allreduce and broadcast on a device_span), the Thrust kernels, and
 // device_copy for local_group ranks that share a GPU.
 // Needs CUDA (link gradsync::cuda) and nvcc: include it from .cu files. docs/gpu.md has the
-// design. The NCCL communicator and its algorithm are included by name: <gradsync/comm/nccl.hpp>,
+// design. The NCCL communicator and its algorithm are included by name: <gradsync/comm/nccl/nccl.hpp>,
 // <gradsync/device/nccl_passthrough.hpp>.
 #pragma once
 
-#include <gradsync/comm/local_device_copy.hpp>
+#include <gradsync/comm/local/device_copy.hpp>
 #include <gradsync/device/broadcaster.hpp>
 #include <gradsync/device/cuda.hpp>
 #include <gradsync/device/memory.hpp>

@@ -1,6 +1,6 @@
 // gradsync: gradient allreduce (and broadcast) for data-parallel training.
 // This umbrella header includes everything that needs no outside library. Transports that
-// do are included by name: <gradsync/comm/mpi.hpp>, <gradsync/comm/boost_mpi.hpp>.
+// do are included by name: <gradsync/comm/mpi/mpi.hpp>, <gradsync/comm/mpi/boost_mpi.hpp>.
 #pragma once
 
 #include <gradsync/algorithm/adasum_recursive_doubling.hpp>
@@ -22,7 +22,7 @@
 #include <gradsync/broadcast.hpp>
 #include <gradsync/broadcast_element.hpp>
 #include <gradsync/broadcast_plan.hpp>
-#include <gradsync/comm/local.hpp>
+#include <gradsync/comm/local/local.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/kernels/host.hpp>
@@ -37,5 +37,5 @@
 #include <gradsync/subgroup.hpp>
 #include <gradsync/types.hpp>
 #include <gradsync/verify.hpp>
-#include <gradsync/comm/delay.hpp>
+#include <gradsync/comm/delay/delay.hpp>
 #include <gradsync/runtime/synchronizer.hpp>

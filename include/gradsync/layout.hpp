@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include <gradsync/hash.hpp>
+
 namespace gradsync {
 
 class layer_layout {
@@ -51,15 +53,12 @@ public:
         }
     }
 
-    // FNV-1a over the sizes: equal layouts give equal fingerprints on every rank.
+    // Equal layouts give equal fingerprints on every rank.
     std::uint64_t fingerprint() const noexcept
     {
-        std::uint64_t h = 0xcbf29ce484222325ull;
+        std::uint64_t h = detail::mix(sizes_.size());
         for (std::size_t s : sizes_)
-            for (int byte = 0; byte < 8; ++byte) {
-                h ^= (std::uint64_t(s) >> (8 * byte)) & 0xffu;
-                h *= 0x100000001b3ull;
-            }
+            h = detail::mix_in(h, s);
         return h;
     }
 

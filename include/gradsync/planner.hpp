@@ -8,7 +8,7 @@
 #include <gradsync/planner/cost_model.hpp>
 #include <gradsync/planner/mgwfbp.hpp>
 #include <gradsync/planner/optimal.hpp>
-#include <gradsync/planner/plan.hpp>
+#include <gradsync/planner/merge_plan.hpp>
 #include <gradsync/planner/profile.hpp>
 #include <gradsync/planner/profile_csv.hpp>
 #include <gradsync/planner/single.hpp>

@@ -1,8 +1,8 @@
 // The installed gradsync::gloo target: a one-rank Gloo context through a file store and a
 // reducer over it, which leaves the data as it was. Exit status 0 when it does.
 #include <gloo/rendezvous/file_store.h>
-#include <gradsync/comm/gloo.hpp>
-#include <gradsync/comm/gloo_rendezvous.hpp>
+#include <gradsync/comm/gloo/gloo.hpp>
+#include <gradsync/comm/gloo/rendezvous.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include <cstdio>

@@ -2,7 +2,7 @@
 // each result checked against what the inputs make it by hand. Exit status 0 when all hold.
 // Written as most MPI programs are: the communicator lives in main's scope and MPI_Finalize
 // comes before its destructor.
-#include <gradsync/comm/mpi.hpp>
+#include <gradsync/comm/mpi/mpi.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include <mpi.h>

@@ -1,6 +1,6 @@
 // Must not compile: nccl_passthrough runs ncclAllReduce, which has no Adasum. CTest
 // (compile.nccl_passthrough_adasum) compiles this and expects the static_assert's message.
-#include <gradsync/comm/nccl.hpp>
+#include <gradsync/comm/nccl/nccl.hpp>
 #include <gradsync/device/nccl_passthrough.hpp>
 #include <gradsync/device.hpp>
 

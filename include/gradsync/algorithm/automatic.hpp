@@ -20,19 +20,20 @@
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
+#include <gradsync/codes.hpp>
+#include <gradsync/hash.hpp>
 #include <gradsync/plan.hpp>
 
 namespace gradsync {
 
 struct automatic {
-    static constexpr std::uint32_t code = 0;
+    static constexpr std::uint32_t code = codes::automatic;
     static constexpr const char* name = "automatic";
     std::size_t small_bytes = std::size_t(32) << 10;
     std::size_t ring_bytes = std::size_t(1) << 20;
 
-    // Fingerprint of the thresholds, which every rank must share (checked by the reducer):
-    // the 64-bit golden-ratio constant spreads ring_bytes over all bits.
-    std::uint64_t parameter() const noexcept { return small_bytes ^ (std::uint64_t(ring_bytes) * 0x9e3779b97f4a7c15ull); }
+    // Fingerprint of the thresholds, which every rank must share (checked by the reducer).
+    std::uint64_t parameter() const noexcept { return detail::mix_in(detail::mix(small_bytes), ring_bytes); }
 
     // Code of the algorithm chosen for `bytes` per rank over `ranks` ranks.
     std::uint32_t choose(std::size_t bytes, std::size_t count, int ranks) const noexcept

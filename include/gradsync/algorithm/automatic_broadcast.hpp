@@ -16,11 +16,12 @@
 #include <gradsync/algorithm/binomial_tree.hpp>
 #include <gradsync/algorithm/scatter_allgather.hpp>
 #include <gradsync/broadcast_plan.hpp>
+#include <gradsync/codes.hpp>
 
 namespace gradsync {
 
 struct automatic_broadcast {
-    static constexpr std::uint32_t code = 32;
+    static constexpr std::uint32_t code = codes::automatic_broadcast;
     static constexpr const char* name = "automatic_broadcast";
     std::size_t scatter_bytes = std::size_t(1) << 20;
 

@@ -21,11 +21,12 @@
 #include <vector>
 
 #include <gradsync/broadcast_plan.hpp>
+#include <gradsync/codes.hpp>
 
 namespace gradsync {
 
 struct binomial_tree {
-    static constexpr std::uint32_t code = 33;
+    static constexpr std::uint32_t code = codes::binomial_tree;
     static constexpr const char* name = "binomial_tree";
 };
 

@@ -39,6 +39,7 @@
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
+#include <gradsync/codes.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
@@ -51,7 +52,7 @@ namespace gradsync {
 enum class node_combine { average, sum };
 
 struct hierarchical {
-    static constexpr std::uint32_t code = 4;
+    static constexpr std::uint32_t code = codes::hierarchical;
     static constexpr const char* name = "hierarchical";
     int ranks_per_node = 0; // 0: ask the communicator
     node_combine within_node = node_combine::average;

@@ -23,12 +23,13 @@
 #include <span>
 #include <vector>
 
+#include <gradsync/codes.hpp>
 #include <gradsync/plan.hpp>
 
 namespace gradsync {
 
 struct recursive_doubling {
-    static constexpr std::uint32_t code = 3;
+    static constexpr std::uint32_t code = codes::recursive_doubling;
     static constexpr const char* name = "recursive_doubling";
 };
 

@@ -24,12 +24,13 @@
 #include <span>
 #include <vector>
 
+#include <gradsync/codes.hpp>
 #include <gradsync/plan.hpp>
 
 namespace gradsync {
 
 struct recursive_halving {
-    static constexpr std::uint32_t code = 2;
+    static constexpr std::uint32_t code = codes::recursive_halving;
     static constexpr const char* name = "recursive_halving";
 };
 

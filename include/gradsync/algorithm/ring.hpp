@@ -22,12 +22,13 @@
 #include <span>
 #include <vector>
 
+#include <gradsync/codes.hpp>
 #include <gradsync/plan.hpp>
 
 namespace gradsync {
 
 struct ring {
-    static constexpr std::uint32_t code = 1;
+    static constexpr std::uint32_t code = codes::ring;
     static constexpr const char* name = "ring";
 };
 

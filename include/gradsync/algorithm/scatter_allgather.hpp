@@ -31,11 +31,12 @@
 #include <vector>
 
 #include <gradsync/broadcast_plan.hpp>
+#include <gradsync/codes.hpp>
 
 namespace gradsync {
 
 struct scatter_allgather {
-    static constexpr std::uint32_t code = 34;
+    static constexpr std::uint32_t code = codes::scatter_allgather;
     static constexpr const char* name = "scatter_allgather";
 };
 

@@ -1,35 +1,20 @@
 // tuned: measures six candidates over a reducer's first calls and keeps automatic's choice
-// unless another candidate was measurably faster. The candidates are automatic's three
-// algorithms, recursive_doubling, recursive_halving and ring, each with its sends posted
-// first and with its receives posted first (pipeline_options::order; tuned ignores the order
-// it is given). Which one wins changes with the machine, the transport and even the hour
-// (docs/results.md), so a rule fixed in advance, as automatic's, can be beaten by one of its
-// own candidates; but where the candidates are within each other's noise, a choice by the
-// least median follows the noise (docs/algorithms.md, "tuned").
+// unless another candidate was measurably faster: automatic's three algorithms, each with
+// its sends posted first and with its receives first. How it measures and decides (rounds
+// in alternating order, each candidate's median and a distribution-free 95 % interval,
+// summed over the ranks so that every rank keeps the same one) is docs/algorithms.md,
+// "tuned".
 //
-// Cost: the chosen candidate's (see its header), every call after the first 6*rounds.
-// Those run the candidates in turn, each `rounds` times, in rounds whose order alternates
-// forwards and backwards, so that no candidate always runs after the same one. Each rank
-// times its calls and, for each candidate, takes the median of its calls, less the first
-// (which touches its scratch first), and a distribution-free confidence interval of at least
-// 95 % for that median (order statistics: the l-th smallest and the l-th largest, l the
-// usual normal approximation to the binomial, at least 1). The three figures of each
-// candidate are summed over the ranks by a recursive-doubling allreduce of 18 doubles on the
-// call's tag, after call 6*rounds. Every rank gets the same sums (the same bits) and keeps
-// the same candidate: the one with the least median, the first of equals, where the top of
-// its interval lies below the bottom of the interval of `rule`'s candidate (rule's algorithm
-// with the transport's posting order); else rule's candidate. The other five plans are
-// freed then.
+// Cost: the chosen candidate's (see its header), every call after the first 6*rounds; those
+// run the candidates in turn, then one allreduce of 18 doubles on the call's tag.
 //
-// Preconditions: rounds >= 2 (the reducer throws a usage_error otherwise, on every rank);
-// with fewer than 7 rounds the interval, then the whole range of a candidate's counted
-// calls, covers the median less often than 95 %.
-// Sum or Average in host memory, the only row plan_table.hpp gives it: Adasum's three
-// algorithms combine in different trees, so their results differ by more than rounding.
-// Recursive doubling and halving round alike, the ring in another order
-// (docs/semantics.md), so a call may round differently during tuning, and runs that keep
-// different candidates round differently. Until it has chosen, it holds every candidate's
-// scratch (recursive doubling's two hold the whole vector each).
+// Preconditions: rounds >= 2 (else a usage_error on every rank; below 7 the interval covers
+// the median less often than 95 %). Sum or Average in host memory, the only row
+// plan_table.hpp gives it (Adasum's algorithms combine in different trees). The ring rounds
+// in another order than the recursive algorithms (docs/semantics.md), so calls during
+// tuning, and runs that keep different candidates, may round differently. Until it has
+// chosen it holds every candidate's scratch (recursive doubling's two hold the whole vector
+// each).
 #pragma once
 
 #include <algorithm>
@@ -49,14 +34,16 @@
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
+#include <gradsync/codes.hpp>
 #include <gradsync/error.hpp>
+#include <gradsync/hash.hpp>
 #include <gradsync/plan.hpp>
 #include <gradsync/policy/sum.hpp>
 
 namespace gradsync {
 
 struct tuned {
-    static constexpr std::uint32_t code = 5;
+    static constexpr std::uint32_t code = codes::tuned;
     static constexpr const char* name = "tuned";
     int rounds = 20;  // calls per candidate while tuning; at least 2
     automatic rule{}; // its choice stays unless another candidate is measurably faster
@@ -65,7 +52,7 @@ struct tuned {
     // reducer).
     std::uint64_t parameter() const noexcept
     {
-        return std::uint64_t(std::int64_t(rounds)) ^ (rule.parameter() * 0xbf58476d1ce4e5b9ull);
+        return detail::mix_in(detail::mix(std::uint64_t(std::int64_t(rounds))), rule.parameter());
     }
 };
 

@@ -6,7 +6,7 @@
 //   pinned_buffer<T>(n)   n elements of page-locked host memory (cudaMallocHost)
 //   device_error          a CUDA runtime call failed; the message names the call
 //   detail::on_device(p)  whether p is device or managed memory (for transports that move
-//                         both kinds: comm/local_device_copy.hpp, comm/nccl.hpp)
+//                         both kinds: comm/local/device_copy.hpp, comm/nccl/nccl.hpp)
 //
 // A communicator carries device memory when it says so: c.device_memory() returning true
 // (a local_group built with gradsync::device_copy, nccl_communicator). The kernels need nvcc:

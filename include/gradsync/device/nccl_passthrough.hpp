@@ -1,5 +1,5 @@
 // nccl_passthrough: the algorithm that hands Sum and Average to one ncclAllReduce over an
-// nccl_communicator (comm/nccl.hpp), the baseline the device plans are compared against.
+// nccl_communicator (comm/nccl/nccl.hpp), the baseline the device plans are compared against.
 //
 //   gradsync::allreduce(comm, span, gradsync::sum{}, gradsync::nccl_passthrough{});
 //
@@ -15,7 +15,8 @@
 
 #include <nccl.h>
 
-#include <gradsync/comm/nccl.hpp>
+#include <gradsync/codes.hpp>
+#include <gradsync/comm/nccl/nccl.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/device/cuda.hpp>
 #include <gradsync/device/memory.hpp>
@@ -49,7 +50,7 @@ constexpr ncclDataType_t nccl_type() noexcept
 // Sum or Average by one ncclAllReduce (Average: the sum scaled by 1/N with the device
 // kernel, as average::finish).
 struct nccl_passthrough {
-    static constexpr std::uint32_t code = 16;
+    static constexpr std::uint32_t code = codes::nccl_passthrough;
     static constexpr const char* name = "nccl_passthrough";
 };
 

@@ -14,12 +14,12 @@
 
 namespace gradsync::planner {
 
-inline plan bucket(const profile& p, std::uint64_t cap_bytes, std::size_t bytes_per_element = 4)
+inline merge_plan bucket(const profile& p, std::uint64_t cap_bytes, std::size_t bytes_per_element = 4)
 {
     if (cap_bytes == 0)
         throw usage_error("gradsync::planner::bucket: the byte cap must be positive");
     const std::vector<std::uint64_t> bytes = layer_bytes(p, bytes_per_element);
-    plan groups;
+    merge_plan groups;
     std::vector<std::size_t> open;
     std::uint64_t filled = 0;
     for (std::size_t l = p.size(); l-- > 0;) {

@@ -27,12 +27,12 @@
 
 namespace gradsync::planner {
 
-inline plan mgwfbp(const profile& p, const linear_cost& cost, std::size_t bytes_per_element = 4)
+inline merge_plan mgwfbp(const profile& p, const linear_cost& cost, std::size_t bytes_per_element = 4)
 {
     validate_cost(cost);
     std::vector<std::uint64_t> bytes = layer_bytes(p, bytes_per_element);
     const std::vector<double> ready = ready_times(p); // ready[l] = tau_b(l) + tb(l)
-    plan groups;
+    merge_plan groups;
     if (p.empty())
         return groups;
     std::vector<std::size_t> open; // descending while it fills

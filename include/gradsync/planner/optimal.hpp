@@ -33,7 +33,7 @@
 
 namespace gradsync::planner {
 
-inline plan optimal(const profile& p, const linear_cost& cost, std::size_t bytes_per_element = 4)
+inline merge_plan optimal(const profile& p, const linear_cost& cost, std::size_t bytes_per_element = 4)
 {
     validate_cost(cost);
     const std::vector<std::uint64_t> bytes = layer_bytes(p, bytes_per_element);
@@ -85,7 +85,7 @@ inline plan optimal(const profile& p, const linear_cost& cost, std::size_t bytes
         first.push_back(fronts.size());
     }
 
-    plan groups;
+    merge_plan groups;
     for (std::size_t at = fronts.size() - 1; at != 0;) { // the least end: the last entry of prefix n
         const entry& e = fronts[at];
         const std::size_t k = std::size_t(std::upper_bound(first.begin(), first.end(), at) - first.begin()) - 1;

@@ -10,7 +10,7 @@
 
 namespace gradsync::planner {
 
-inline plan single(const profile& p)
+inline merge_plan single(const profile& p)
 {
     if (p.empty())
         return {};

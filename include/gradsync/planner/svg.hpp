@@ -86,7 +86,7 @@ inline std::string fixed(double v, int decimals)
 
 } // namespace detail
 
-inline void write_timeline_svg(std::ostream& out, const profile& p, const plan& groups, const timeline& t,
+inline void write_timeline_svg(std::ostream& out, const profile& p, const merge_plan& groups, const timeline& t,
                                const std::string& title)
 {
     validate_plan(groups, p.size());

@@ -7,7 +7,7 @@
 // max(end of the previous group, r(min G)) and lasts T(bytes of G) (nothing for a group
 // without parameters). The predicted time is max(end of the last group, r(0)).
 //
-// The plan type and validate_plan are in planner/plan.hpp.
+// The plan type and validate_plan are in planner/merge_plan.hpp.
 //
 // Cost: O(L) for simulate.
 #pragma once
@@ -20,7 +20,7 @@
 
 #include <gradsync/error.hpp>
 #include <gradsync/planner/cost_model.hpp>
-#include <gradsync/planner/plan.hpp>
+#include <gradsync/planner/merge_plan.hpp>
 #include <gradsync/planner/profile.hpp>
 
 namespace gradsync::planner {
@@ -50,7 +50,7 @@ struct timeline {
     double predicted_s = 0;
 };
 
-inline timeline simulate(const profile& p, const plan& groups, const linear_cost& cost,
+inline timeline simulate(const profile& p, const merge_plan& groups, const linear_cost& cost,
                          std::size_t bytes_per_element = 4)
 {
     validate_plan(groups, p.size());

@@ -9,9 +9,9 @@
 
 namespace gradsync::planner {
 
-inline plan wfbp(const profile& p)
+inline merge_plan wfbp(const profile& p)
 {
-    plan groups;
+    merge_plan groups;
     groups.reserve(p.size());
     for (std::size_t l = p.size(); l-- > 0;)
         groups.push_back({l});

@@ -16,6 +16,7 @@
 #include <span>
 #include <type_traits>
 
+#include <gradsync/codes.hpp>
 #include <gradsync/kernels/adasum_part.hpp>
 #include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/types.hpp>
@@ -23,7 +24,7 @@
 namespace gradsync {
 
 struct adasum {
-    static constexpr std::uint32_t code = 3;
+    static constexpr std::uint32_t code = codes::adasum;
     static constexpr const char* name = "adasum";
 
     using coefficients = kernels::coefficient_pair;

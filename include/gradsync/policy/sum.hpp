@@ -11,13 +11,14 @@
 #include <cstdint>
 #include <span>
 
+#include <gradsync/codes.hpp>
 #include <gradsync/kernels/host.hpp>
 #include <gradsync/types.hpp>
 
 namespace gradsync {
 
 struct sum {
-    static constexpr std::uint32_t code = 1;
+    static constexpr std::uint32_t code = codes::sum;
     static constexpr const char* name = "sum";
 
     template <element T>
@@ -34,7 +35,7 @@ struct sum {
 
 // Average combines as Sum does and differs only in finish.
 struct average : sum {
-    static constexpr std::uint32_t code = 2;
+    static constexpr std::uint32_t code = codes::average;
     static constexpr const char* name = "average";
 
     template <element T>

@@ -1,63 +1,17 @@
-// synchronizer: overlaps the merged-gradient allreduces of a plan with the backward pass
-// (MG-WFBP Algorithm 2).
+// synchronizer: overlaps the merged-gradient allreduces of a merge plan with the backward
+// pass (MG-WFBP Algorithm 2). Its contract (plan, collective construction, ready/wait,
+// threads, errors, deadline) is docs/runtime.md.
 //
 //   gradsync::synchronizer<float, Comm, gradsync::average> sync(comm, layer_sizes, plan);
 //   for each iteration:
 //       backward: for l = L-1 down to 0: compute layer l's gradient, then sync.ready(l, grad_l);
 //       sync.wait();   // every group reduced (or the first error rethrown)
 //
-// The plan, a gradsync::planner::plan (planner/plan.hpp), lists groups in communication
-// order; each group is a contiguous ascending run of 0-based forward-order layer indices,
-// and the groups come in backward order (the group holding layer L-1 first); every layer is
-// in exactly one group.
-//
-// Cost per iteration: one allreduce per group (G groups, G reducers planned once), started
-// as soon as the group's lowest layer is ready, so the iteration ends at
-// max(end of backward, end of the last group's allreduce), as the planner's timeline
-// simulates (docs/planner.md). A group
-// whose non-empty layers are adjacent in memory in forward order (one flat gradient buffer;
-// a group with one non-empty layer always is) is reduced in place; otherwise it is copied
-// into a fusion buffer (allocated once, sized for the largest group), reduced and copied
-// back, costing two copies of the group. ready() and wait() take a mutex; neither they nor
-// the communication thread allocate.
-//
-// Construction is collective: every rank must pass the same element type, policy,
-// algorithm, layer sizes, plan and options. It validates the plan (usage_error naming the
-// problem), checks that the ranks agree (mismatch_error on every rank otherwise, naming the
-// first layer or group that differs), builds one reducer per group (Adasum
-// stays per layer: a group's reducer gets the group's layer sizes) and starts one
-// communication thread, joined by the destructor.
-//
-// Threads: the communication thread drives the communicator between the first ready() of an
-// iteration and the return of wait(), and never otherwise; the caller must not use the same
-// communicator in that window. Over MPI this needs MPI_THREAD_MULTIPLE, or
-// MPI_THREAD_SERIALIZED with no MPI call at all from the caller in that window: a
-// communicator with a check_thread_support(who) member (the MPI adapter) is asked at
-// construction and refuses a lower level. ready() and wait() are called from one thread,
-// the trainer's. See docs/runtime.md.
-//
-// Tag: synchronizer_options{}.tag differs from reducer_options{}.tag, so a reducer or
-// allreduce() with default options on the same communicator never matches the
-// synchronizer's messages.
-//
-// Errors: misuse of ready()/wait() throws usage_error and changes nothing. A failure inside
-// an allreduce (a communication_error, a peer's failure) is kept; the remaining groups of
-// that iteration are skipped and wait() rethrows the first error. The communicator may then
-// be out of step with the other ranks, so the synchronizer refuses every later ready() and
-// wait() with a usage_error. Destroying it without wait() finishes the groups that were
-// already complete (they are collective: the other ranks expect them), skips the rest and
-// joins the thread.
-//
-// Deadline: with synchronizer_options::deadline, a wait() that is still waiting after that
-// long (a peer that never joins a group's allreduce) throws deadline_error naming the rank,
-// the iteration and the group, and the synchronizer is refused from then on. The
-// communication thread may still be blocked inside that allreduce. The destructor then, or
-// when the groups it finishes take longer than the deadline, releases the communicator
-// (its release(), communicator.hpp: every transport of gradsync has one), so that the
-// thread's wait ends in aborted_error and the thread is joined; the communicator is out of
-// step from then on (abort the job, e.g. MPI_Abort). Without a deadline, or over a
-// communicator without release(), the destructor waits for the thread, which ends when the
-// communicator's own deadline does.
+// Cost per iteration: one allreduce per group, started as soon as the group's lowest layer
+// is ready, so the iteration ends at max(end of backward, end of the last group's
+// allreduce), as the planner's timeline simulates; two copies of a group whose layers are
+// not adjacent in memory (through a fusion buffer sized once). Nothing allocates once the
+// reducers are planned: they are built with the synchronizer, one per group.
 #pragma once
 
 #include <algorithm>
@@ -83,7 +37,7 @@
 #include <gradsync/layout.hpp>
 #include <gradsync/plan.hpp>
 #include <gradsync/plan_table.hpp>
-#include <gradsync/planner/plan.hpp>
+#include <gradsync/planner/merge_plan.hpp>
 #include <gradsync/policy/reduction_policy.hpp>
 #include <gradsync/policy/sum.hpp>
 #include <gradsync/types.hpp>
@@ -107,7 +61,7 @@ struct group_times {
 template <element T, communicator C, reduction_policy Policy = sum, allreduce_algorithm Algorithm = automatic>
 class synchronizer {
 public:
-    synchronizer(C& comm, std::span<const std::size_t> layer_sizes, planner::plan plan, Policy = {},
+    synchronizer(C& comm, std::span<const std::size_t> layer_sizes, planner::merge_plan plan, Policy = {},
                  Algorithm algorithm = {}, synchronizer_options options = {})
         : comm_(&comm), sizes_(layer_sizes.begin(), layer_sizes.end()), plan_(std::move(plan)),
           spans_(sizes_.size()), times_(plan_.size()), deadline_(options.deadline)
@@ -227,7 +181,7 @@ public:
         return times_;
     }
 
-    const planner::plan& plan() const noexcept { return plan_; }
+    const planner::merge_plan& plan() const noexcept { return plan_; }
     std::span<const std::size_t> layer_sizes() const noexcept { return sizes_; }
 
 private:
@@ -394,7 +348,7 @@ private:
 
     C* comm_;
     std::vector<std::size_t> sizes_;
-    planner::plan plan_;
+    planner::merge_plan plan_;
     std::deque<reducer_type> reducers_; // reducers neither move nor copy
     std::vector<std::size_t> lowest_;   // lowest layer of each group: readying it completes the group
     std::vector<T> fusion_;

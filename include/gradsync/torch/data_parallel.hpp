@@ -313,16 +313,16 @@ public:
 
     // Runs `p` from the next iteration on, measuring no more. Collective, between iterations;
     // the synchronizer checks the plan and that all ranks pass the same one.
-    void use_plan(const planner::plan& p)
+    void use_plan(const planner::merge_plan& p)
     {
         between_iterations("use_plan()");
         build(p);
         measuring_ = 0;
     }
 
-    const planner::plan& plan() const noexcept
+    const planner::merge_plan& plan() const noexcept
     {
-        return std::visit([](const auto& s) -> const planner::plan& { return s->plan(); }, sync_);
+        return std::visit([](const auto& s) -> const planner::merge_plan& { return s->plan(); }, sync_);
     }
     // The profile the current plan came from (zero times until the first plan).
     const planner::profile& profile() const noexcept { return profile_; }
@@ -576,7 +576,7 @@ private:
 
     // The old synchronizer stays until the new one is built, so a plan refused on every rank
     // leaves the data_parallel working as before.
-    void build(const planner::plan& plan)
+    void build(const planner::merge_plan& plan)
     {
         const auto make = [&]<class W>(std::type_identity<W>) {
             return std::make_unique<sync_type<W>>(*comm_, sizes_, plan, Policy{}, algorithm_, options_.sync);

@@ -7,7 +7,7 @@
 
 #include <gradsync/planner/cost_model.hpp>
 #include <gradsync/planner/optimal.hpp>
-#include <gradsync/planner/plan.hpp>
+#include <gradsync/planner/merge_plan.hpp>
 #include <gradsync/planner/profile.hpp>
 #include <gradsync/runtime/synchronizer.hpp>
 
@@ -34,7 +34,7 @@ struct data_parallel_options {
     // The model's allreduce cost; zero: calibrated over the communicator when planning.
     planner::linear_cost cost{};
     // The planner: profile and cost to plan (bytes per element are the element type's).
-    std::function<planner::plan(const planner::profile&, const planner::linear_cost&, std::size_t)> plan_with =
+    std::function<planner::merge_plan(const planner::profile&, const planner::linear_cost&, std::size_t)> plan_with =
         [](const planner::profile& p, const planner::linear_cost& c, std::size_t bytes) {
             return planner::optimal(p, c, bytes);
         };

@@ -30,7 +30,7 @@ inline planner::profile profile_of(const std::vector<std::string>& names, std::s
 // `measured`), the cost (options.cost, or calibrated with Policy and `algorithm` when zero)
 // and options.plan_with's plan. `profile` receives the averaged profile.
 template <element T, class Policy, communicator Comm, class Algorithm>
-planner::plan plan_measured(Comm& comm, const data_parallel_options& options, const Algorithm& algorithm,
+planner::merge_plan plan_measured(Comm& comm, const data_parallel_options& options, const Algorithm& algorithm,
                             const std::vector<std::string>& names, std::span<const std::size_t> sizes,
                             std::span<const double> measured, planner::profile& profile)
 {

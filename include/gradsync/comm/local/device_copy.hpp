@@ -1,4 +1,4 @@
-// device_copy: the local_group copy (comm/local.hpp) for ranks that share a GPU. A message
+// device_copy: the local_group copy (comm/local/local.hpp) for ranks that share a GPU. A message
 // with device memory on either side goes through cudaMemcpyAsync(..., cudaMemcpyDefault) on
 // the copying thread's per-thread stream and is finished before the requests complete, so
 // the receiver's kernels see it; host to host stays a memcpy (the agreement check's small
@@ -15,7 +15,7 @@
 
 #include <cuda_runtime.h>
 
-#include <gradsync/comm/local.hpp>
+#include <gradsync/comm/local/local.hpp>
 #include <gradsync/device/cuda.hpp>
 
 namespace gradsync {

@@ -9,7 +9,7 @@
 // underlying communicator for the wrapper's lifetime so that failures reach Boost.MPI as
 // return codes instead of aborting.
 //
-// Options, waits, release() and dropped requests are as for mpi_communicator (comm/mpi.hpp):
+// Options, waits, release() and dropped requests are as for mpi_communicator (comm/mpi/mpi.hpp):
 // mpi_options, deadlines, foreign stamps, cancelled receives, and nothing asked of MPI once
 // it is finalized.
 #pragma once
@@ -29,10 +29,11 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/comm/mpi.hpp>
-#include <gradsync/comm/polling.hpp>
+#include <gradsync/comm/mpi/mpi.hpp>
+#include <gradsync/comm/detail/polling.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
+#include <gradsync/tags.hpp>
 
 namespace gradsync {
 
@@ -247,7 +248,7 @@ private:
 
     boost::mpi::communicator comm_;
     mpi_options options_;
-    int tag_limit_ = 32767;
+    int tag_limit_ = tags::base_mask;
     MPI_Errhandler previous_ = MPI_ERRHANDLER_NULL;
     std::atomic<bool> released_{false};
     std::atomic<bool> broken_{false};

@@ -14,7 +14,7 @@
 // connected socket whose local address is the pair's.
 //
 // The device is made with SIGPIPE blocked on the calling thread, where it stays blocked, and
-// its network thread inherits that (gloo_sigpipe.hpp): a write to a peer that is gone then
+// its network thread inherits that (gloo/detail/sigpipe.hpp): a write to a peer that is gone then
 // fails instead of ending the process.
 //
 // network_thread_nice lowers the priority of the device's network thread. Why: that thread
@@ -54,7 +54,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include <gradsync/comm/gloo_sigpipe.hpp>
+#include <gradsync/comm/gloo/detail/sigpipe.hpp>
 #include <gradsync/error.hpp>
 
 namespace gradsync {

@@ -38,7 +38,7 @@
 #include <utility>
 #include <vector>
 
-#include <gradsync/comm/local_mailbox.hpp>
+#include <gradsync/comm/local/detail/mailbox.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
 
@@ -48,7 +48,7 @@ class local_communicator;
 
 // How a group moves a matched message's bytes. function returns nullptr on success, else
 // what failed (both requests then fail with a communication_error). gradsync::device_copy
-// (<gradsync/comm/local_device_copy.hpp>) moves GPU memory, so ranks sharing a GPU exchange
+// (<gradsync/comm/local/device_copy.hpp>) moves GPU memory, so ranks sharing a GPU exchange
 // device buffers directly.
 struct local_copy {
     const char* (*function)(void* dst, const void* src, std::size_t bytes) = nullptr; // null: std::memcpy
@@ -177,10 +177,10 @@ public:
         r.op_ = nullptr;
         if (op->state.load(std::memory_order_acquire) == 2) {
             std::string msg = std::move(op->failure);
-            release(op);
+            recycle(op);
             throw communication_error(msg);
         }
-        release(op);
+        recycle(op);
     }
 
 private:
@@ -266,7 +266,7 @@ private:
         return op;
     }
 
-    void release(detail::local_op* op) noexcept { self().free_ops.push_back(op); }
+    void recycle(detail::local_op* op) noexcept { self().free_ops.push_back(op); }
 
     static std::string describe(const detail::local_op& op)
     {
@@ -351,7 +351,7 @@ private:
             std::unique_lock lock(me.sleep_mutex);
             me.woken.wait(lock, [op] { return op->state.load(std::memory_order_acquire) != 0; });
         }
-        release(op);
+        recycle(op);
     }
 
     // Waiting polls with sched_yield before it sleeps: a sleeping vCPU takes tens of

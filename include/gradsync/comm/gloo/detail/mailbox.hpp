@@ -15,7 +15,7 @@
 // boxes hold such messages, the peer's next eager send waits until a receive takes one.
 //
 // Teardown: Gloo cannot cancel a posted receive, and a box freed under it would stall the
-// connection. Before a mailbox goes, gloo_communicator's destructor (gloo_eager.hpp, drain())
+// connection. Before a mailbox goes, gloo_communicator's destructor (gloo/detail/eager.hpp, drain())
 // fills every box the peer posted (filler messages, tag -1) and waits for the peer to fill
 // this side's, which makes that destructor collective; where it cannot, it closes the pair.
 //

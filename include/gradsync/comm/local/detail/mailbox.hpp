@@ -1,4 +1,4 @@
-// The mailboxes behind local_group (comm/local.hpp): one posted send or receive
+// The mailboxes behind local_group (comm/local/local.hpp): one posted send or receive
 // (local_op), the posting-order queue that matches them (local_queue), and each rank's
 // state (local_rank_state): its queues, its pool of ops and the condition variable its
 // waits sleep on.

@@ -14,16 +14,16 @@
 // size never lands in a receive, which waits, and ends in deadline_error like any message
 // that is not coming (docs/gloo.md, "Sizes").
 //
-// Buffers: a direct message's unbound buffer is kept for reuse (gloo_buffer_pool.hpp): a
+// Buffers: a direct message's unbound buffer is kept for reuse (gloo/detail/buffer_pool.hpp): a
 // reducer, whose buffers do not move, creates none after its first call.
 //
-// Eager messages (gloo_options::eager_bytes, off by default; gloo_eager.hpp): a message of at
+// Eager messages (gloo_options::eager_bytes, off by default; gloo/detail/eager.hpp): a message of at
 // most eager_bytes goes into receives its peer posted ahead, which costs memory per peer and
 // makes the destructor collective.
 //
 // Failure: Gloo's exceptions become communication_errors naming the operation, the peer and
 // Gloo's message, also where Gloo does not pass a failed pair's error on to a wait
-// (gloo_watchdog.hpp); a wait longer than gloo_options::deadline (zero: the context's
+// (gloo/detail/watchdog.hpp); a wait longer than gloo_options::deadline (zero: the context's
 // timeout) is a deadline_error. Gloo then closes every connection of the context, so the
 // peers' waits fail too instead of hanging, and this communicator refuses further posts.
 // Gloo cannot cancel: a request dropped before its wait, or a wait ended by release(),
@@ -47,12 +47,13 @@
 #include <utility>
 #include <vector>
 
-#include <gradsync/comm/gloo_buffer_pool.hpp>
-#include <gradsync/comm/gloo_eager.hpp>
-#include <gradsync/comm/gloo_sigpipe.hpp>
-#include <gradsync/comm/gloo_watchdog.hpp>
+#include <gradsync/comm/gloo/detail/buffer_pool.hpp>
+#include <gradsync/comm/gloo/detail/eager.hpp>
+#include <gradsync/comm/gloo/detail/sigpipe.hpp>
+#include <gradsync/comm/gloo/detail/watchdog.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
+#include <gradsync/hash.hpp>
 #include <gradsync/tags.hpp>
 
 #include <unistd.h> // gethostname
@@ -74,14 +75,8 @@ struct gloo_options {
 
 namespace detail {
 
-// 24 bits that change with every bit of a byte count (a 64-bit mix, then the top bits).
-constexpr std::uint64_t size_digest(std::size_t bytes) noexcept
-{
-    std::uint64_t x = std::uint64_t(bytes) + 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return (x ^ (x >> 31)) >> 40;
-}
+// 24 bits that change with every bit of a byte count.
+constexpr std::uint64_t size_digest(std::size_t bytes) noexcept { return mix(bytes) >> 40; }
 
 } // namespace detail
 
@@ -314,7 +309,7 @@ private:
 
     // Waits for b's send or receive with `peer`, at most what is left of the deadline since
     // start; false when release() ended it. Gloo's failures, the pair's included where Gloo
-    // does not pass it on (gloo_watchdog.hpp), become errors and fail the communicator.
+    // does not pass it on (gloo/detail/watchdog.hpp), become errors and fail the communicator.
     template <class What>
     bool block(gloo::transport::UnboundBuffer& b, int peer, bool send, clock::time_point start, const What& what)
     {
@@ -389,7 +384,7 @@ private:
 
     void fail(const std::string& why) noexcept
     {
-        detail::take_sigpipe(); // one a failed write raised on this thread (gloo_sigpipe.hpp)
+        detail::take_sigpipe(); // one a failed write raised on this thread (gloo/detail/sigpipe.hpp)
         if (failure_.empty()) {
             try {
                 failure_ = why;

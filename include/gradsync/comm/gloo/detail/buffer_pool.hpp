@@ -11,10 +11,12 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <cstddef>
-#include <functional>
+#include <cstdint>
 #include <memory>
 #include <unordered_map>
 #include <utility>
+
+#include <gradsync/hash.hpp>
 
 namespace gradsync::detail {
 
@@ -60,7 +62,7 @@ private:
     struct key_hash {
         std::size_t operator()(const key& k) const noexcept
         {
-            return std::hash<const void*>{}(k.address) ^ (std::hash<std::size_t>{}(k.size) * 0x9e3779b97f4a7c15ULL);
+            return std::size_t(mix_in(mix(reinterpret_cast<std::uintptr_t>(k.address)), k.size));
         }
     };
 

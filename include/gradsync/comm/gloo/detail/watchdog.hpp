@@ -38,7 +38,7 @@
 #include <utility>
 #include <vector>
 
-#include <gradsync/comm/gloo_sigpipe.hpp>
+#include <gradsync/comm/gloo/detail/sigpipe.hpp>
 
 namespace gradsync::detail {
 

@@ -1,13 +1,13 @@
 // gloo_eager: gloo_communicator's eager messages (gloo_options::eager_bytes): a message of at
-// most eager_bytes goes through a mailbox per peer (gloo_mailbox.hpp) whose receives are
+// most eager_bytes goes through a mailbox per peer (gloo/detail/mailbox.hpp) whose receives are
 // posted ahead, so it leaves at once instead of waiting for its receiver's announcement.
 //
-// Cost: a mailbox per peer (its memory: gloo_mailbox.hpp), taken when the communicator is
+// Cost: a mailbox per peer (its memory: gloo/detail/mailbox.hpp), taken when the communicator is
 // made. Every rank must give the same eager_bytes, as a message's size decides its route.
 //
 // Teardown makes the communicator's destructor collective: every rank destroys its
 // communicators in the same order, and each waits, at most the deadline, for its peers to
-// fill the receives it posted ahead (gloo_mailbox.hpp, "Teardown"). A rank whose
+// fill the receives it posted ahead (gloo/detail/mailbox.hpp, "Teardown"). A rank whose
 // communicator failed or was released closes those pairs instead.
 //
 // Errors are the communicator's: a wait goes through its watchdog and deadline (Link::block),
@@ -27,8 +27,8 @@
 #include <utility>
 #include <vector>
 
-#include <gradsync/comm/gloo_mailbox.hpp>
-#include <gradsync/comm/gloo_sigpipe.hpp>
+#include <gradsync/comm/gloo/detail/mailbox.hpp>
+#include <gradsync/comm/gloo/detail/sigpipe.hpp>
 #include <gradsync/error.hpp>
 #include <gradsync/tags.hpp>
 

@@ -19,13 +19,13 @@
 
 namespace gradsync::planner {
 
-using plan = std::vector<std::vector<std::size_t>>;
+using merge_plan = std::vector<std::vector<std::size_t>>;
 
 // "" when `p` is a valid plan for `layers` layers, else the first problem found. Checked in
 // this order, so that each message can state its case exactly: empty groups, layers out of
 // range and layers listed twice; then layers in no group; then groups that are not
 // contiguous ascending runs; then the order of the groups.
-inline std::string plan_problem(const plan& p, std::size_t layers)
+inline std::string plan_problem(const merge_plan& p, std::size_t layers)
 {
     const auto text = [](std::size_t v) { return std::to_string(v); };
     const std::size_t none = p.size();
@@ -86,7 +86,7 @@ inline std::string plan_problem(const plan& p, std::size_t layers)
 }
 
 // usage_error naming the first problem unless `p` is a valid plan for `layers` layers.
-inline void validate_plan(const plan& p, std::size_t layers)
+inline void validate_plan(const merge_plan& p, std::size_t layers)
 {
     const std::string problem = plan_problem(p, layers);
     if (!problem.empty())

@@ -11,7 +11,7 @@
 // eager_limit(): messages above it cost a rendezvous handshake. The default, 4000 bytes,
 // keeps payload plus Open MPI's shared-memory header within its 4 KiB eager fragment.
 //
-// Waits (comm/polling.hpp): with mpi_options::deadline, a wait longer than it throws
+// Waits (comm/detail/polling.hpp): with mpi_options::deadline, a wait longer than it throws
 // deadline_error naming the rank, the peer, the size and the tag; a receive whose peer's next
 // message carries another reducer's or call's stamp throws foreign_message_error; release()
 // ends every wait with aborted_error. A request that is dropped, or whose wait failed, is
@@ -40,9 +40,10 @@
 #include <thread>
 #include <utility>
 
-#include <gradsync/comm/polling.hpp>
+#include <gradsync/comm/detail/polling.hpp>
 #include <gradsync/communicator.hpp>
 #include <gradsync/error.hpp>
+#include <gradsync/tags.hpp>
 
 namespace gradsync {
 
@@ -196,7 +197,7 @@ public:
         int* upper = nullptr;
         int found = 0;
         check(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &upper, &found), "MPI_Comm_get_attr(MPI_TAG_UB)");
-        tag_limit_ = found && upper ? *upper : 32767;
+        tag_limit_ = found && upper ? *upper : tags::base_mask;
         check(MPI_Type_contiguous(1 << 30, MPI_BYTE, &gib_), "MPI_Type_contiguous");
         check(MPI_Type_commit(&gib_), "MPI_Type_commit");
     }
@@ -361,7 +362,7 @@ private:
 
     MPI_Comm comm_;
     mpi_options options_;
-    int rank_ = -1, size_ = 0, tag_limit_ = 32767;
+    int rank_ = -1, size_ = 0, tag_limit_ = tags::base_mask;
     MPI_Errhandler previous_ = MPI_ERRHANDLER_NULL;
     MPI_Datatype gib_ = MPI_DATATYPE_NULL;
     std::atomic<bool> released_{false};
