@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/comm/gloo/gloo.hpp>
 #include <gradsync/comm/gloo/file_store.hpp>
+#include <gradsync/comm/gloo/gloo.hpp>
 #include <gradsync/comm/gloo/rendezvous.hpp>
 #include <gradsync/gradsync.hpp>
 

@@ -10,8 +10,8 @@
 // anything is written.
 #pragma once
 
-#include <gradsync/error.hpp>
-#include <gradsync/planner/svg.hpp>
+#include <gradsync/core/error.hpp>
+#include <gradsync/planner/xml_text.hpp>
 
 #include <cmath>
 #include <cstddef>

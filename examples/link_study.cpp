@@ -27,12 +27,11 @@
 //   link_study RANK SIZE STORE_DIR ADDRESS --profile CSV [--profile CSV ...] [--scale S]
 //              [--rounds R] [--steps K] [--repetitions C] [--rate-mbit R] [--svg FILE]
 // --rate-mbit: the link's shaped rate, to set the calibrated b beside the rate's own.
-#include <gradsync/comm/gloo/gloo.hpp>
 #include <gradsync/comm/gloo/file_store.hpp>
+#include <gradsync/comm/gloo/gloo.hpp>
 #include <gradsync/comm/gloo/rendezvous.hpp>
 #include <gradsync/gradsync.hpp>
 #include <gradsync/planner/bucket.hpp>
-#include <gradsync/planner/calibration.hpp>
 #include <gradsync/planner/cost_model.hpp>
 #include <gradsync/planner/mgwfbp.hpp>
 #include <gradsync/planner/optimal.hpp>
@@ -40,6 +39,7 @@
 #include <gradsync/planner/single.hpp>
 #include <gradsync/planner/timeline.hpp>
 #include <gradsync/planner/wfbp.hpp>
+#include <gradsync/runtime/calibration.hpp>
 #include <gradsync/runtime/synchronizer.hpp>
 
 #include "line_chart.hpp"

@@ -11,7 +11,7 @@
 // per table, and per model the timelines of MG-WFBP's and the optimal plan (fast, N = 16).
 //
 // usage: plan_study --out DIR PROFILE.csv [PROFILE.csv ...]
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 #include <gradsync/planner.hpp>
 
 #include "line_chart.hpp"

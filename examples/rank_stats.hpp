@@ -7,8 +7,8 @@
 #include <span>
 #include <vector>
 
-#include <gradsync/allreduce.hpp>
-#include <gradsync/communicator.hpp>
+#include <gradsync/collective/allreduce.hpp>
+#include <gradsync/comm/communicator.hpp>
 #include <gradsync/policy/sum.hpp>
 
 namespace gradsync_examples {

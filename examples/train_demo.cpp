@@ -9,7 +9,7 @@
 // Ranks are threads of this process (local_group). Built with MPI and started by mpiexec,
 // the ranks are the MPI processes instead and both studies run at the world size.
 #include <gradsync/comm/local/local.hpp>
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 #include <gradsync/planner/profile_csv.hpp>
 #include <gradsync/planner/svg.hpp>
 #include <gradsync/planner/timeline.hpp>

@@ -66,6 +66,24 @@ void with_algorithm(const variant& v, F&& f)
     }
 }
 
+// The elements of a layout.
+inline std::size_t total(const std::vector<std::size_t>& layers)
+{
+    std::size_t t = 0;
+    for (std::size_t s : layers)
+        t += s;
+    return t;
+}
+
+// What a scenario's check is told: N, the variant, the algorithm code the plan chose and
+// the layers.
+struct scenario_context {
+    int n;
+    const variant& v;
+    std::uint32_t chosen;
+    std::vector<std::size_t> layers;
+};
+
 // The variants a scenario runs: every algorithm, automatic with small thresholds too, and
 // hierarchical with two-rank nodes (one-rank for odd n) averaged and summed, and with the
 // communicator's nodes (local_communicator: one node of all n ranks).

@@ -2,7 +2,7 @@
 // (Catch2's assertions are not thread-safe, so rank code only records).
 #pragma once
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 
 #include <exception>
 #include <string>

@@ -23,9 +23,9 @@
 #include <type_traits>
 #include <vector>
 
+#include <gradsync/core/types.hpp>
 #include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/policy/adasum.hpp>
-#include <gradsync/types.hpp>
 
 #include "adasum_reference.hpp"
 #include "reference.hpp"

@@ -12,9 +12,9 @@
 
 #include <thrust/system/cpp/execution_policy.h>
 
-#include <gradsync/device/broadcaster.hpp>
-#include <gradsync/device/space.hpp>
-#include <gradsync/device/span.hpp>
+#include <gradsync/collective/device_broadcaster.hpp>
+#include <gradsync/core/device_span.hpp>
+#include <gradsync/core/space.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include "broadcast_data.hpp"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include <gradsync/gradsync.hpp>
-#include <gradsync/planner/calibration.hpp>
+#include <gradsync/runtime/calibration.hpp>
 
 #include "outcome.hpp"
 

@@ -31,8 +31,8 @@
 #include <thrust/system/omp/execution_policy.h>
 #endif
 
-#include <gradsync/device/reducer.hpp>
-#include <gradsync/device/space.hpp>
+#include <gradsync/collective/device_reducer.hpp>
+#include <gradsync/core/space.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include "gpu/adasum_cases.hpp"

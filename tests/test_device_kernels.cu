@@ -19,7 +19,7 @@
 #include <span>
 #include <vector>
 
-#include <gradsync/device/cuda.hpp>
+#include <gradsync/core/cuda.hpp>
 #include <gradsync/kernels/host.hpp>
 #include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/kernels/thrust.hpp>

@@ -35,11 +35,12 @@
 #include <thrust/system/cpp/execution_policy.h>
 #include <thrust/transform.h>
 
-#include <gradsync/device/reducer.hpp>
-#include <gradsync/device/space.hpp>
-#include <gradsync/device/span.hpp>
+#include <gradsync/collective/device_reducer.hpp>
+#include <gradsync/core/device_span.hpp>
+#include <gradsync/core/space.hpp>
 #include <gradsync/gradsync.hpp>
 #include <gradsync/kernels/thrust.hpp>
+#include <gradsync/kernels/thrust_adasum.hpp>
 
 #include "resnet50_layers.hpp"
 
@@ -96,7 +97,7 @@ void fill(counting_policy& p, Forward first, Forward last, const T& value)
     thrust::fill(thrust::cpp::par, first, last, value);
 }
 
-// host_space (device/space.hpp) with counters: host memory, every kernel and wait counted.
+// host_space (core/space.hpp) with counters: host memory, every kernel and wait counted.
 struct counting_space : gradsync::host_space<counting_policy> {
     counts* c = nullptr;
 

@@ -23,6 +23,7 @@
 #include <gradsync/device.hpp>
 #include <gradsync/gradsync.hpp>
 
+#include "conformance/device.hpp"
 #include "gpu/adasum_cases.hpp"
 #include "gpu/device_cases.hpp"
 
@@ -73,26 +74,15 @@ struct cuda_harness {
     };
 };
 
-template <class T, class Algorithm>
-void elementwise_matrix()
-{
-    for (int n : {1, 2, 3, 4, 8})
-        for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(n - 1), std::size_t(1000),
-                                  std::size_t(1000003)}) {
-            CHECK(device_cases::elementwise_case<cuda_harness, T, gradsync::sum, Algorithm>(
-                      n, count, {device_path::direct}, std::size_t(1) << 20) == "");
-            CHECK(device_cases::elementwise_case<cuda_harness, T, gradsync::average, Algorithm>(
-                      n, count, {device_path::direct}, std::size_t(64) << 20) == "");
-        }
-    for (int n : {3, 4})
-        CHECK(device_cases::elementwise_case<cuda_harness, T, gradsync::sum, Algorithm>(
-                  n, 70001, {device_path::staged, device_path::direct}, std::size_t(1) << 20) == "");
-}
-
 } // namespace
 
 #define GRADSYNC_GPU_MATRIX_CASE(algo, type, type_name)                                                                \
-    TEST_CASE("device path on one GPU: " #algo " " type_name, "[local]") { elementwise_matrix<type, gradsync::algo>(); }
+    TEST_CASE("device path on one GPU: " #algo " " type_name, "[local]")                                             \
+    {                                                                                                                  \
+        conformance::device_elementwise_matrix<cuda_harness, type, gradsync::algo>({1, 2, 3, 4, 8}, 1000003,           \
+                                                                                    std::size_t(1) << 20,               \
+                                                                                    std::size_t(64) << 20);             \
+    }
 
 GRADSYNC_GPU_MATRIX_CASE(ring, gradsync::half, "fp16")
 GRADSYNC_GPU_MATRIX_CASE(ring, bfloat16, "bf16")

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/algorithm/exchange.hpp>
 #include <gradsync/comm/delay/delay.hpp>
-#include <gradsync/subgroup.hpp>
+#include <gradsync/comm/subgroup.hpp>
+#include <gradsync/plan/exchange.hpp>
 
 namespace {
 

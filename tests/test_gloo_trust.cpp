@@ -41,8 +41,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gradsync/comm/gloo/gloo.hpp>
 #include <gradsync/comm/gloo/file_store.hpp>
+#include <gradsync/comm/gloo/gloo.hpp>
 #include <gradsync/comm/gloo/rendezvous.hpp>
 #include <gradsync/gradsync.hpp>
 

@@ -5,7 +5,7 @@
 // powers of two on a log2 axis, and every kind of bad input refused with a message naming it.
 #include <catch2/catch.hpp>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// local_group / local_communicator: the communicator contract of communicator.hpp and the
+// local_group / local_communicator: the communicator contract of comm/communicator.hpp and the
 // failure semantics of docs/semantics.md ("Errors"), exercised directly through
 // isend/irecv/wait.
 //
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/comm/detail/polling.hpp>
+#include <gradsync/comm/mpi/detail/polling.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include "large_message.hpp"
@@ -509,7 +509,7 @@ TEST_CASE("a message of more than 2^31-1 bytes arrives intact", "[local_group][l
     CHECK(bad == 0);
 }
 
-// The MPI adapters' wait loop (comm/detail/polling.hpp): a probe that finds the peer's next message
+// The MPI adapters' wait loop (comm/mpi/detail/polling.hpp): a probe that finds the peer's next message
 // foreign ends the wait only if the request is still open after it. Between the last test and
 // the probe the request may have completed and the peer moved on to its next call, whose
 // message is then at the head of the queue: that wait succeeded.

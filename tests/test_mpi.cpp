@@ -1,5 +1,5 @@
-// The allreduce matrix, Adasum, the misuse checks and the broadcasts over a real transport,
-// for the launcher's N.
+// The conformance suites (tests/conformance/allreduce.hpp, adasum.hpp, misuse.hpp)
+// and the broadcasts over a real transport, for the launcher's N.
 // Compiled three times: GRADSYNC_TEST_TRANSPORT_MPI (gradsync::mpi_communicator over
 // MPI_COMM_WORLD), GRADSYNC_TEST_TRANSPORT_BOOST_MPI (gradsync::boost_mpi_communicator over
 // boost::mpi::communicator()) and GRADSYNC_TEST_TRANSPORT_GLOO (gradsync::gloo_communicator
@@ -78,9 +78,9 @@ static transport make_comm(MPI_Comm c, gradsync::mpi_options o) { return transpo
 
 #include <gradsync/gradsync.hpp>
 
-#include "adasum_reference.hpp"
 #include "broadcast_data.hpp"
 #include "catch_session.hpp"
+#include "conformance/harness.hpp"
 #include "large_message.hpp"
 #include "reference.hpp"
 
@@ -132,15 +132,6 @@ void must_succeed(const std::string& context, F&& f)
 }
 
 template <class F>
-void with_policy(bool average, F&& f)
-{
-    if (average)
-        f(gradsync::average{});
-    else
-        f(gradsync::sum{});
-}
-
-template <class F>
 void for_each_type(F&& f)
 {
     f(gradsync::half{});
@@ -149,93 +140,62 @@ void for_each_type(F&& f)
     f(double{});
 }
 
-enum variant : std::size_t { oneshot_int, reducer_int_a, reducer_random, reducer_int_b };
-const char* variant_name(std::size_t v)
-{
-    static constexpr const char* names[] = {"one-shot allreduce, integer data, uneven layers",
-                                            "reducer call 1, integer data", "reducer call 2, random data",
-                                            "reducer call 3, integer data"};
-    return names[v];
-}
-
-template <class T>
-std::vector<T> input(std::size_t v, std::uint64_t seed, int rank, std::size_t count)
-{
-    return v == reducer_random ? ref::random_data<T>(seed, rank, count) : ref::int_data<T>(seed, rank, count);
-}
-
-// Checks this rank's result against the reference (every rank regenerates every input) and,
-// collectively, that all ranks hold the same bytes.
-template <class T>
-void check_result(const std::vector<T>& got, std::size_t count, bool average, std::size_t v, std::uint64_t seed)
-{
-    const int n = world_size();
-    std::vector<std::vector<T>> inputs;
-    for (int r = 0; r < n; ++r)
-        inputs.push_back(input<T>(v, seed, r, count));
-    const std::string correct = v == reducer_random
-        ? ref::first_out_of_tolerance(got, ref::in_double(inputs, average), n)
-        : ref::first_difference(got, ref::exact(inputs, average));
-    const bool identical = same_everywhere(ref::fnv1a(got.data(), got.size() * sizeof(T)));
-    INFO("rank " << world_rank() << " of " << n << ", " << ref::type_name<T>() << ", count " << count << ", "
-                 << (average ? "average" : "sum") << ", " << variant_name(v));
-    CHECK(correct == "");
-    CHECK(identical);
-}
-
-template <class Algo>
-void run_matrix()
-{
-    transport comm = make_comm();
-    const int n = comm.size(), r = comm.rank();
-    REQUIRE(n == world_size());
-    REQUIRE(r == world_rank());
-    std::vector<std::size_t> counts{0, 1, 2, 7, 1000, 65537};
-    if (n - 1 > 2 && n - 1 != 7) // N-1 is new unless it is 0, 1, 2 or 7
-        counts.push_back(std::size_t(n - 1));
-    std::uint64_t seed = 1;
-    for_each_type([&](auto type) {
-        using T = decltype(type);
-        for (std::size_t count : counts)
-            for (bool average : {false, true})
-                with_policy(average, [&](auto policy) {
-                    using Policy = decltype(policy);
-                    const std::string context = std::string(Algo::name) + " " + ref::type_name<T>() + " count " +
-                        std::to_string(count) + " " + (average ? "average" : "sum");
-                    const std::vector<std::size_t> layers = ref::uneven_layers(count);
-                    std::vector<T> data = input<T>(oneshot_int, seed, r, count);
-                    must_succeed(context + " one-shot", [&] {
-                        gradsync::allreduce(comm, std::span<T>(data), Policy{}, Algo{},
-                                            std::span<const std::size_t>(layers));
-                    });
-                    check_result(data, count, average, oneshot_int, seed++);
-
-                    std::unique_ptr<gradsync::reducer<T, transport, Policy, Algo>> reduce;
-                    must_succeed(context + " reducer plan", [&] {
-                        reduce = std::make_unique<gradsync::reducer<T, transport, Policy, Algo>>(comm, count);
-                    });
-                    for (std::size_t v : {reducer_int_a, reducer_random, reducer_int_b}) {
-                        data = input<T>(v, seed, r, count);
-                        must_succeed(context + " reducer call", [&] { (*reduce)(std::span<T>(data)); });
-                        check_result(data, count, average, v, seed++);
-                    }
-                });
-    });
-}
-
 } // namespace
 
-TEST_CASE("mpi allreduce matrix: ring", "[allreduce]") { run_matrix<gradsync::ring>(); }
-TEST_CASE("mpi allreduce matrix: recursive_halving", "[allreduce]") { run_matrix<gradsync::recursive_halving>(); }
-TEST_CASE("mpi allreduce matrix: recursive_doubling", "[allreduce]") { run_matrix<gradsync::recursive_doubling>(); }
-TEST_CASE("mpi allreduce matrix: automatic", "[allreduce]") { run_matrix<gradsync::automatic>(); }
+namespace conformance {
+
+// The suite's communicator: made at its first case, destroyed before MPI_Finalize (a Gloo
+// communicator's destructor with eager messages is collective).
+inline std::unique_ptr<transport> suite_comm;
+
+// The suite's harness (conformance/harness.hpp) over the transport: this process is one rank
+// of the launcher's N, checks its own results and compares checksums with the others.
+struct harness {
+    using comm_type = transport;
+
+    static std::vector<int> sizes(const std::vector<int>&) { return {world_size()}; }
+
+    // One communicator for every case of the suite, as a trainer keeps one: a Gloo context
+    // connects in about a tenth of a second, and the suite runs hundreds of cases.
+    template <class Body>
+    static std::string run(int n, Body&& body)
+    {
+        if (!suite_comm)
+            suite_comm.reset(new transport(make_comm())); // no move: a transport need not move
+        transport& comm = *suite_comm;
+        REQUIRE(comm.size() == n);
+        REQUIRE(comm.rank() == world_rank());
+        must_succeed(Catch::getResultCapture().getCurrentTestName(), [&] { body(comm); });
+        return "";
+    }
+
+    static int checked_rank() { return world_rank(); }
+
+    static std::vector<int> checked_ranks(int) { return {world_rank()}; }
+
+    template <class T>
+    static std::string identical(const per_rank<T>& out)
+    {
+        const std::vector<T>& mine = out[std::size_t(world_rank())];
+        if (same_everywhere(ref::fnv1a(mine.data(), mine.size() * sizeof(T))))
+            return "";
+        return "rank " + std::to_string(world_rank()) + "'s checksum is not every rank's";
+    }
+};
+
+} // namespace conformance
+
+#include "conformance/adasum.hpp"
+#include "conformance/allreduce.hpp"
+#include "conformance/misuse.hpp"
 
 // tuned over the transport: every call exact, tuning or not (two rounds: 12 tuning calls, the
 // last with the sums of the times on the call's tag), the choice the same on every rank.
 TEST_CASE("mpi tuned: every call exact, and every rank keeps the same candidate", "[allreduce][tuned]")
 {
+    using conformance::reducer_int_a;
     transport comm = make_comm();
-    const int r = comm.rank();
+    const int n = comm.size(), r = comm.rank();
     std::uint64_t seed = 1000;
     for_each_type([&](auto type) {
         using T = decltype(type);
@@ -248,9 +208,11 @@ TEST_CASE("mpi tuned: every call exact, and every rank keeps the same candidate"
             });
             const std::size_t calls = reduce->plan().tuning_calls() + 2;
             for (std::size_t c = 0; c < calls; ++c) {
-                std::vector<T> data = input<T>(reducer_int_a, seed, r, count);
+                conformance::per_rank<T> out(static_cast<std::size_t>(n));
+                std::vector<T>& data = out[std::size_t(r)];
+                data = conformance::input<T>(reducer_int_a, seed, r, count);
                 must_succeed(context + " call " + std::to_string(c + 1), [&] { (*reduce)(std::span<T>(data)); });
-                check_result(data, count, false, reducer_int_a, seed++);
+                conformance::check_case<conformance::harness, T>(n, count, false, reducer_int_a, seed++, out);
                 INFO(context << ", call " << c + 1);
                 CHECK(reduce->plan().chosen().has_value() == (c + 1 >= reduce->plan().tuning_calls()));
             }
@@ -260,120 +222,6 @@ TEST_CASE("mpi tuned: every call exact, and every rank keeps the same candidate"
             CHECK(same_everywhere(std::uint64_t(chosen->algorithm) * 4 + std::uint64_t(chosen->order)));
         }
     });
-}
-
-namespace {
-
-// Adasum over the transport (docs/semantics.md, "Adasum"), against the independent reference of
-// adasum_reference.hpp: for the launcher's N, every algorithm (automatic checked against the
-// reference of what it chose; hierarchical{0} asks the communicator, which on one machine
-// says N), fp32 and fp64, layouts with empty, one-element and long layers, with 256-byte
-// segments and with default options; a reducer called twice with different data. Every
-// rank checks the result against the reference, and the ranks compare checksums.
-struct adasum_layout {
-    const char* name;
-    std::vector<std::size_t> layers;
-    bool small_segments;
-};
-
-template <class T>
-std::vector<adasum_layout> adasum_layouts(int n)
-{
-    const std::size_t big = std::size_t(n) * (256 / sizeof(T)) + 77; // more than N segments
-    return {{"mixed, 256-byte segments", {0, 1, 5, 0, 1, 300, big, 2, 0}, true},
-            {"one element, 256-byte segments", {1}, true},
-            {"default options", {5000, 0, 1, 999}, false}};
-}
-
-// k: hierarchical's ranks_per_node as given (0: the communicator's), -1 for the others.
-template <class T, class Algo>
-void run_adasum(const Algo& algo, const std::string& name, int k, bool node_sum)
-{
-    transport comm = make_comm();
-    const int n = comm.size(), r = comm.rank();
-    std::uint64_t seed = 500;
-    for (const adasum_layout& lc : adasum_layouts<T>(n)) {
-        std::size_t count = 0;
-        for (std::size_t s : lc.layers)
-            count += s;
-        gradsync::reducer_options options;
-        if (lc.small_segments)
-            options.pipeline = {.segment_bytes = 256, .window = 2};
-        const std::string context = name + " " + ref::type_name<T>() + " " + lc.name;
-        std::unique_ptr<gradsync::reducer<T, transport, gradsync::adasum, Algo>> reduce;
-        must_succeed(context + " reducer plan", [&] {
-            reduce = std::make_unique<gradsync::reducer<T, transport, gradsync::adasum, Algo>>(
-                comm, count, std::span<const std::size_t>(lc.layers), algo, options);
-        });
-        std::uint32_t chosen = Algo::code;
-        int per_node = 0;
-        if constexpr (std::is_same_v<Algo, gradsync::automatic>)
-            chosen = reduce->plan().chosen();
-        if constexpr (std::is_same_v<Algo, gradsync::hierarchical>)
-            per_node = reduce->plan().ranks_per_node();
-        for (int call = 0; call < 2; ++call, ++seed) {
-            std::vector<std::vector<T>> inputs;
-            for (int q = 0; q < n; ++q)
-                inputs.push_back(adaref::normal_data<T>(seed, q, count));
-            std::vector<T> data = inputs[std::size_t(r)];
-            must_succeed(context + " reducer call", [&] { (*reduce)(std::span<T>(data)); });
-            const std::vector<adaref::vec> g = adaref::widen(inputs);
-            adaref::vec want;
-            if (k >= 0)
-                want = adaref::hierarchical(g, lc.layers, std::size_t(per_node), node_sum);
-            else if (chosen == gradsync::ring::code)
-                want = adaref::ring_chain(g, lc.layers);
-            else
-                want = adaref::halving_tree(g, lc.layers);
-            const std::string correct = adaref::first_layer_out_of_tolerance(
-                data, want, lc.layers, adaref::tolerance<T>(chosen == gradsync::ring::code, std::is_same_v<T, gradsync::bfloat16>), g);
-            const bool identical = same_everywhere(ref::fnv1a(data.data(), data.size() * sizeof(T)));
-            INFO("rank " << r << " of " << n << ", " << context << ", call " << call + 1 << ", algorithm code "
-                         << chosen << ", ranks_per_node " << per_node);
-            CHECK(correct == "");
-            CHECK(identical);
-            if (k >= 0)
-                CHECK(per_node == (k == 0 ? n : k)); // one machine: the communicator says N
-            if constexpr (std::is_same_v<Algo, gradsync::automatic>)
-                CHECK(chosen == algo.choose(count * sizeof(T), count, n));
-        }
-    }
-}
-
-template <class Algo>
-void run_adasum_types(const Algo& algo, const std::string& name, int k = -1, bool node_sum = false)
-{
-    run_adasum<float>(algo, name, k, node_sum);
-    run_adasum<double>(algo, name, k, node_sum);
-}
-
-} // namespace
-
-TEST_CASE("mpi adasum: recursive_halving", "[adasum]")
-{
-    run_adasum_types(gradsync::recursive_halving{}, "recursive_halving");
-}
-TEST_CASE("mpi adasum: recursive_doubling", "[adasum]")
-{
-    run_adasum_types(gradsync::recursive_doubling{}, "recursive_doubling");
-}
-TEST_CASE("mpi adasum: ring", "[adasum]") { run_adasum_types(gradsync::ring{}, "ring"); }
-TEST_CASE("mpi adasum: automatic", "[adasum]")
-{
-    run_adasum_types(gradsync::automatic{}, "automatic{}");
-    gradsync::automatic small; // every choice on small data: doubling, halving and (odd N) ring
-    small.small_bytes = 256;
-    small.ring_bytes = 2048;
-    run_adasum_types(small, "automatic{small_bytes 256, ring_bytes 2048}");
-}
-TEST_CASE("mpi adasum: hierarchical", "[adasum]")
-{
-    run_adasum_types(gradsync::hierarchical{.ranks_per_node = 0}, "hierarchical{0}", 0);
-    if (world_size() % 2 == 0) {
-        run_adasum_types(gradsync::hierarchical{.ranks_per_node = 2}, "hierarchical{2}", 2);
-        run_adasum_types(gradsync::hierarchical{.ranks_per_node = 2, .within_node = gradsync::node_combine::sum},
-                         "hierarchical{2, sum}", 2, true);
-    }
 }
 
 namespace {
@@ -439,96 +287,6 @@ void expect_everywhere(kind expected, const char* field, Body body)
 }
 
 } // namespace
-
-TEST_CASE("mpi misuse: ranks that disagree get an error on every rank", "[misuse]")
-{
-    transport comm = make_comm();
-    const int n = comm.size(), r = comm.rank();
-    if (n == 1) {
-        SUCCEED("one rank has no one to disagree with");
-        return;
-    }
-    const bool odd = r == n - 1;
-
-    SECTION("count")
-    {
-        expect_everywhere(kind::mismatch, "count", [&](bool& untouched) {
-            std::vector<float> data = ref::int_data<float>(1, r, odd ? 1001 : 1000);
-            const std::vector<float> before = data;
-            try {
-                gradsync::allreduce(comm, std::span<float>(data), gradsync::sum{}, gradsync::recursive_halving{},
-                                    std::span<const std::size_t>());
-            } catch (...) {
-                untouched = unchanged(data, before);
-                throw;
-            }
-            untouched = unchanged(data, before);
-        });
-    }
-    SECTION("element type")
-    {
-        expect_everywhere(kind::mismatch, "type", [&](bool& untouched) {
-            if (odd) {
-                std::vector<double> data = ref::int_data<double>(1, r, 1000);
-                const std::vector<double> before = data;
-                try {
-                    gradsync::reducer<double, transport, gradsync::sum, gradsync::ring> reduce(comm, 1000);
-                    reduce(std::span<double>(data));
-                } catch (...) {
-                    untouched = unchanged(data, before);
-                    throw;
-                }
-                untouched = unchanged(data, before);
-            } else {
-                std::vector<float> data = ref::int_data<float>(1, r, 1000);
-                const std::vector<float> before = data;
-                try {
-                    gradsync::reducer<float, transport, gradsync::sum, gradsync::ring> reduce(comm, 1000);
-                    reduce(std::span<float>(data));
-                } catch (...) {
-                    untouched = unchanged(data, before);
-                    throw;
-                }
-                untouched = unchanged(data, before);
-            }
-        });
-    }
-    SECTION("algorithm")
-    {
-        expect_everywhere(kind::mismatch, "algorithm", [&](bool& untouched) {
-            std::vector<float> data = ref::int_data<float>(1, r, 1000);
-            const std::vector<float> before = data;
-            try {
-                if (odd)
-                    gradsync::allreduce(comm, std::span<float>(data), gradsync::sum{}, gradsync::ring{},
-                                        std::span<const std::size_t>());
-                else
-                    gradsync::allreduce(comm, std::span<float>(data), gradsync::sum{}, gradsync::recursive_doubling{},
-                                        std::span<const std::size_t>());
-            } catch (...) {
-                untouched = unchanged(data, before);
-                throw;
-            }
-            untouched = unchanged(data, before);
-        });
-    }
-    SECTION("layer sizes that do not add up")
-    {
-        expect_everywhere(kind::usage, "layer", [&](bool& untouched) {
-            std::vector<float> data = ref::int_data<float>(1, r, 1000);
-            const std::vector<float> before = data;
-            const std::vector<std::size_t> layers = odd ? std::vector<std::size_t>{500, 499} : std::vector<std::size_t>{500, 500};
-            try {
-                gradsync::allreduce(comm, std::span<float>(data), gradsync::sum{}, gradsync::ring{},
-                                    std::span<const std::size_t>(layers));
-            } catch (...) {
-                untouched = unchanged(data, before);
-                throw;
-            }
-            untouched = unchanged(data, before);
-        });
-    }
-}
 
 namespace {
 
@@ -666,7 +424,7 @@ TEST_CASE("mpi communicator: non-overtaking order, zero-byte messages, size mism
 
 TEST_CASE("mpi communicator: a peer out of range is an error, and a usage_error", "[.peers]")
 {
-    // error.hpp files a peer out of range under usage_error (local_group throws that). MPI
+    // core/error.hpp files a peer out of range under usage_error (local_group throws that). MPI
     // itself reads -2 as MPI_PROC_NULL, a send that silently goes nowhere, -1 as
     // MPI_ANY_SOURCE, and reports other bad ranks as MPI_ERR_RANK. Receives from -1 are left
     // out: if accepted they would wait for any message.
@@ -698,7 +456,10 @@ TEST_CASE("mpi communicator: a peer out of range is an error, and a usage_error"
 
 TEST_CASE("mpi: a message of 2^31 + 13 bytes from rank 0 to rank 1 arrives intact", "[.large_message]")
 {
-    using namespace gradsync_test; // large_message.hpp
+    using gradsync_test::large_buffer; // large_message.hpp
+    using gradsync_test::large_message_byte;
+    using gradsync_test::large_message_bytes;
+    using gradsync_test::large_message_samples;
     transport comm = make_comm();
     if (comm.size() != 2) {
         SUCCEED("runs with exactly two ranks");
@@ -905,6 +666,7 @@ int main(int argc, char** argv)
         log = std::filesystem::temp_directory_path() /
             ("gradsync-test-mpi-" + std::to_string(::getpid()) + "-rank" + std::to_string(rank) + ".log");
     const int failed = gradsync_test::run_catch(argc, argv, log.empty() ? nullptr : log.c_str());
+    conformance::suite_comm.reset();
     if (!log.empty()) {
         if (failed != 0) {
             std::ifstream in(log);

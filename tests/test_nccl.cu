@@ -23,8 +23,8 @@
 
 #include <thrust/system/cpp/execution_policy.h>
 
+#include <gradsync/algorithm/nccl_passthrough.hpp>
 #include <gradsync/comm/nccl/nccl.hpp>
-#include <gradsync/device/nccl_passthrough.hpp>
 #include <gradsync/device.hpp>
 #include <gradsync/gradsync.hpp>
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/algorithm/schedule.hpp>
+#include <gradsync/plan/schedule.hpp>
 
 namespace {
 

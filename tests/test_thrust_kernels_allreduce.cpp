@@ -18,10 +18,11 @@
 
 #include <vector>
 
-#include <gradsync/device/reducer.hpp>
-#include <gradsync/device/space.hpp>
+#include <gradsync/collective/device_reducer.hpp>
+#include <gradsync/core/space.hpp>
 #include <gradsync/gradsync.hpp>
 
+#include "conformance/device.hpp"
 #include "gpu/device_cases.hpp"
 #include "gpu/host_harness.hpp"
 
@@ -33,28 +34,12 @@ using gradsync::device_path;
 
 using omp_harness = device_cases::host_harness<decltype(gradsync::host_space{thrust::omp::par})>;
 
-template <class T, class Algorithm>
-void elementwise_matrix()
-{
-    for (int n : {1, 2, 3, 5, 8})
-        for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(n - 1), std::size_t(1000),
-                                  std::size_t(65537)}) {
-            CHECK(device_cases::elementwise_case<omp_harness, T, gradsync::sum, Algorithm>(
-                      n, count, {device_path::direct}, 4096) == "");
-            CHECK(device_cases::elementwise_case<omp_harness, T, gradsync::average, Algorithm>(
-                      n, count, {device_path::direct}, 4096) == "");
-        }
-    for (int n : {3, 4})
-        CHECK(device_cases::elementwise_case<omp_harness, T, gradsync::sum, Algorithm>(
-                  n, 70001, {device_path::staged, device_path::direct}, 4096) == "");
-}
-
 } // namespace
 
 #define GRADSYNC_DEVICE_MATRIX_CASE(algo, type, type_name)                                                             \
     TEST_CASE("device path on host_space: " #algo " " type_name, "[device][thrust]")                                 \
     {                                                                                                                  \
-        elementwise_matrix<type, gradsync::algo>();                                                                    \
+        conformance::device_elementwise_matrix<omp_harness, type, gradsync::algo>({1, 2, 3, 5, 8}, 65537, 4096, 4096); \
     }
 
 GRADSYNC_DEVICE_MATRIX_CASE(ring, half, "fp16")

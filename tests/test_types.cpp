@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <vector>
 
-#include <gradsync/tags.hpp>
-#include <gradsync/types.hpp>
+#include <gradsync/core/tags.hpp>
+#include <gradsync/core/types.hpp>
 
 #include "reference.hpp"
 
@@ -259,7 +259,7 @@ TEST_CASE("element traits: distinct codes, the contract's accumulate types", "[t
     CHECK(std::string(element_traits<float>::name) != element_traits<double>::name);
 }
 
-// Message tags (tags.hpp): the stamp fits the transport's largest tag, keeps the base in the
+// Message tags (core/tags.hpp): the stamp fits the transport's largest tag, keeps the base in the
 // low 15 bits, and gives back the identity and call modulo the bits it has.
 TEST_CASE("stamped tags stay within the tag limit and carry identity and call modulo their bits", "[types][tags]")
 {

@@ -3,7 +3,7 @@
 // ranks are processes and report their outcome as text.
 #pragma once
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 
 #include <exception>
 #include <string>

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 
 namespace gradsync_examples {
 

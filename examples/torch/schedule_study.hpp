@@ -49,11 +49,19 @@
 #include <vector>
 
 #include <gradsync/algorithm/recursive_halving.hpp>
-#include <gradsync/allreduce.hpp>
+#include <gradsync/collective/allreduce.hpp>
 #include <gradsync/comm/delay/delay.hpp>
-#include <gradsync/communicator.hpp>
-#include <gradsync/planner.hpp>
-#include <gradsync/planner/calibration.hpp>
+#include <gradsync/comm/communicator.hpp>
+#include <gradsync/planner/bucket.hpp>
+#include <gradsync/runtime/calibration.hpp>
+#include <gradsync/planner/cost_model.hpp>
+#include <gradsync/planner/merge_plan.hpp>
+#include <gradsync/planner/mgwfbp.hpp>
+#include <gradsync/planner/optimal.hpp>
+#include <gradsync/planner/profile.hpp>
+#include <gradsync/planner/single.hpp>
+#include <gradsync/planner/timeline.hpp>
+#include <gradsync/planner/wfbp.hpp>
 #include <gradsync/policy/sum.hpp>
 
 #include "../rank_stats.hpp"

@@ -26,7 +26,7 @@
 #include <span>
 #include <vector>
 
-#include <gradsync/allreduce.hpp>
+#include <gradsync/collective/allreduce.hpp>
 #include <gradsync/policy/sum.hpp>
 
 #include "output.hpp"

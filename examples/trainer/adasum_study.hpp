@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/algorithm/automatic.hpp>
-#include <gradsync/communicator.hpp>
+#include <gradsync/comm/communicator.hpp>
 #include <gradsync/planner/profile.hpp>
 #include <gradsync/planner/single.hpp>
+#include <gradsync/selector/automatic.hpp>
 
 #include "dataset.hpp"
 #include "report.hpp"

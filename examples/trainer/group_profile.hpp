@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/allreduce.hpp>
-#include <gradsync/communicator.hpp>
+#include <gradsync/collective/allreduce.hpp>
+#include <gradsync/comm/communicator.hpp>
 #include <gradsync/planner/profile.hpp>
 
 #include "../rank_stats.hpp"

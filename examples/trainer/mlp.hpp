@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 
 #include "random.hpp"
 

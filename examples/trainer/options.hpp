@@ -13,7 +13,7 @@
 #include <system_error>
 #include <vector>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 
 #include "dataset.hpp"
 #include "schedule_study.hpp"

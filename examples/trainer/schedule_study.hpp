@@ -42,11 +42,10 @@
 #include <vector>
 
 #include <gradsync/algorithm/recursive_halving.hpp>
-#include <gradsync/allreduce.hpp>
+#include <gradsync/collective/allreduce.hpp>
+#include <gradsync/comm/communicator.hpp>
 #include <gradsync/comm/delay/delay.hpp>
-#include <gradsync/communicator.hpp>
 #include <gradsync/planner/bucket.hpp>
-#include <gradsync/planner/calibration.hpp>
 #include <gradsync/planner/cost_model.hpp>
 #include <gradsync/planner/mgwfbp.hpp>
 #include <gradsync/planner/optimal.hpp>
@@ -55,6 +54,7 @@
 #include <gradsync/planner/timeline.hpp>
 #include <gradsync/planner/wfbp.hpp>
 #include <gradsync/policy/sum.hpp>
+#include <gradsync/runtime/calibration.hpp>
 #include <gradsync/runtime/synchronizer.hpp>
 
 #include "dataset.hpp"

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 
 namespace trainer {
 

@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/allreduce.hpp>
-#include <gradsync/communicator.hpp>
-#include <gradsync/error.hpp>
+#include <gradsync/collective/allreduce.hpp>
+#include <gradsync/comm/communicator.hpp>
+#include <gradsync/core/error.hpp>
 #include <gradsync/runtime/synchronizer.hpp>
 
 #include "dataset.hpp"

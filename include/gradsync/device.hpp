@@ -3,15 +3,15 @@
 // device_copy for local_group ranks that share a GPU.
 // Needs CUDA (link gradsync::cuda) and nvcc: include it from .cu files. docs/gpu.md has the
 // design. The NCCL communicator and its algorithm are included by name: <gradsync/comm/nccl/nccl.hpp>,
-// <gradsync/device/nccl_passthrough.hpp>.
+// <gradsync/algorithm/nccl_passthrough.hpp>.
 #pragma once
 
+#include <gradsync/core/cuda.hpp>
+#include <gradsync/core/device_span.hpp>
+#include <gradsync/core/space.hpp>
 #include <gradsync/comm/local/device_copy.hpp>
-#include <gradsync/device/broadcaster.hpp>
-#include <gradsync/device/cuda.hpp>
-#include <gradsync/device/memory.hpp>
-#include <gradsync/device/policy.hpp>
-#include <gradsync/device/reducer.hpp>
-#include <gradsync/device/space.hpp>
-#include <gradsync/device/span.hpp>
 #include <gradsync/kernels/thrust.hpp>
+#include <gradsync/policy/device_sum.hpp>
+#include <gradsync/memory/space_memory.hpp>
+#include <gradsync/collective/device_broadcaster.hpp>
+#include <gradsync/collective/device_reducer.hpp>

@@ -6,12 +6,12 @@
 #if GRADSYNC_CLUSTER_MPI
 #include <mpi.h>
 
-#include <gradsync/comm/mpi/mpi.hpp>
 #include <gradsync/comm/mpi/abort.hpp>
+#include <gradsync/comm/mpi/mpi.hpp>
 using communicator = gradsync::mpi_communicator;
 #else
-#include <gradsync/comm/gloo/gloo.hpp>
 #include <gradsync/comm/gloo/file_store.hpp>
+#include <gradsync/comm/gloo/gloo.hpp>
 #include <gradsync/comm/gloo/rendezvous.hpp>
 using communicator = gradsync::gloo_communicator;
 #endif

@@ -28,7 +28,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <gradsync/device/reducer.hpp>
+#include <gradsync/collective/device_reducer.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include "../adasum_reference.hpp"
@@ -60,14 +60,6 @@ inline const std::vector<int> scenario_ranks{1, 2, 3, 4, 5, 8, 16};
 inline int node_factor(const variant& v, int n) { return v.a == alg::hierarchical && v.node_sum ? resolved_k(v, n) : 1; }
 
 inline bool power_of_two(int k) { return k > 0 && (k & (k - 1)) == 0; }
-
-inline std::size_t total(const std::vector<std::size_t>& layers)
-{
-    std::size_t t = 0;
-    for (std::size_t s : layers)
-        t += s;
-    return t;
-}
 
 // ---------------------------------------------------------------------------------------
 // Running a variant on the device path and on the host path.
@@ -318,13 +310,6 @@ inline const std::vector<std::size_t>& scenario_layers()
     static const std::vector<std::size_t> layers{0, 1, 3, 300, 1500, 0, 77};
     return layers;
 }
-
-struct scenario_context {
-    int n;
-    const variant& v;
-    std::uint32_t chosen;
-    std::vector<std::size_t> layers;
-};
 
 // make(n, r) is rank r's input; check(ctx, inputs, rank 0's result) returns "" or a
 // failure, after the reference, the ranks' agreement and the host plan are checked. Every

@@ -1,4 +1,4 @@
-// Allreduce cases of the device path (device/reducer.hpp), shared by the CPU tests
+// Allreduce cases of the device path (collective/device_reducer.hpp), shared by the CPU tests
 // (host_space with Thrust's CPU systems, host_harness.hpp) and the GPU test (cuda_stream,
 // local_group ranks sharing one GPU). A harness H provides
 //   H::space_type                    the memory space
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/device/reducer.hpp>
+#include <gradsync/collective/device_reducer.hpp>
 #include <gradsync/gradsync.hpp>
 
 #include "../outcome.hpp"

@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include <gradsync/device/space.hpp>
-#include <gradsync/device/span.hpp>
+#include <gradsync/core/device_span.hpp>
+#include <gradsync/core/space.hpp>
 #include <gradsync/gradsync.hpp>
 
 namespace device_cases {

@@ -9,9 +9,9 @@
 // planner::recursive_doubling_adasum_cost, checked by tests/test_cost_formulas.cpp): Sum's
 // recursive doubling with folding, gamma counted twice (the triples, then the scaled add).
 // cost: log2(P)*(alpha + M*beta + 2*M*gamma) + F*(2*alpha + 2*M*beta + 2*M*gamma)
-// In a memory space (Memory, algorithm/memory.hpp) the messages are the same, gamma is the
+// In a memory space (Memory, memory/host_memory.hpp) the messages are the same, gamma is the
 // kernels', and each exchange adds one space synchronization (sigma) and D + 2 kernels
-// (algorithm/layer_triples.hpp; D the depth of the triple's tree for M bytes), however many
+// (plan/layer_triples.hpp; D the depth of the triple's tree for M bytes), however many
 // layers there are.
 //
 // Preconditions: any N, count and layout; scratch holds the whole vector and the layer
@@ -27,9 +27,9 @@
 #include <span>
 #include <vector>
 
-#include <gradsync/algorithm/layer_triples.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
-#include <gradsync/plan.hpp>
+#include <gradsync/plan/layer_triples.hpp>
+#include <gradsync/plan/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
 
 namespace gradsync {

@@ -19,9 +19,9 @@
 // plus the triple exchanges: s+1 of one [a.b, a.a, b.b] triple (24 bytes) per layer at
 // step s = 0..log2(P)-1.
 // cost: 2*log2(P)*alpha + 2*(P-1)/P*M*beta + 2*(P-1)/P*M*gamma + log2(P)*(log2(P)+1)/2*(alpha + 24*L*beta) + F*(2*alpha + 2*M*beta + 2*M*gamma)
-// In a memory space (Memory, algorithm/memory.hpp) the messages are the same, gamma is the
+// In a memory space (Memory, memory/host_memory.hpp) the messages are the same, gamma is the
 // kernels', and step s adds s + 3 space synchronizations (sigma: before each send of the
-// triples, and before the data moves on) and D + s + 3 kernels (algorithm/layer_triples.hpp;
+// triples, and before the data moves on) and D + s + 3 kernels (plan/layer_triples.hpp;
 // D the depth of the triple's tree for the step's block), however many layers there are.
 //
 // Each step's work is a part table made with the plan: the layers' stretches within the
@@ -45,9 +45,9 @@
 #include <utility>
 #include <vector>
 
-#include <gradsync/algorithm/layer_triples.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
-#include <gradsync/plan.hpp>
+#include <gradsync/plan/layer_triples.hpp>
+#include <gradsync/plan/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/policy/sum.hpp>
 

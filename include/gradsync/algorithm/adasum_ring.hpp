@@ -20,9 +20,9 @@
 // (N-1)/N M twice (triples, then the scaled add), and each link sums 24 bytes per layer by
 // recursive doubling, log2(P) + 2F messages.
 // cost: 2*(N-1)*alpha + 2*(N-1)/N*M*beta + 2*(N-1)/N*M*gamma + (N-1)*(log2(P) + 2*F)*(alpha + 24*L*beta)
-// In a memory space (Memory, algorithm/memory.hpp) the messages are the same, gamma is the
+// In a memory space (Memory, memory/host_memory.hpp) the messages are the same, gamma is the
 // kernels', and each link adds the synchronizations of its triple sum and one more (sigma),
-// and D + 2 kernels besides the sum's (algorithm/layer_triples.hpp; D the depth of the
+// and D + 2 kernels besides the sum's (plan/layer_triples.hpp; D the depth of the
 // triple's tree for M/N bytes), however many layers there are.
 // Scratch: the other ranks' copies of this rank's block, (N-1)/N of the buffer, the layer
 // triples (layer_triples.hpp) and their sum's recursive doubling (3 doubles per layer), and
@@ -40,10 +40,10 @@
 #include <utility>
 #include <vector>
 
-#include <gradsync/algorithm/layer_triples.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/ring.hpp>
-#include <gradsync/plan.hpp>
+#include <gradsync/plan/layer_triples.hpp>
+#include <gradsync/plan/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/policy/sum.hpp>
 

@@ -1,5 +1,5 @@
 // Binomial tree broadcast: the root's vector goes down the binomial tree rooted at the root
-// (binomial_node_of, algorithm/schedule.hpp), whole at every step: each rank receives it from
+// (binomial_node_of, plan/schedule.hpp), whole at every step: each rank receives it from
 // its parent, then sends it to its children, largest subtree first.
 //
 // Cost (N ranks, M bytes, alpha per message, beta per byte sent; planner::binomial_tree_cost,
@@ -7,7 +7,7 @@
 // and a rank's sends run one after another, so the root's last child, at depth one, waits
 // for the same number of whole-vector sends as the deepest leaf.
 // cost: (log2(P) + F)*(alpha + M*beta)
-// Latency-bound: it suits small vectors (algorithm/automatic_broadcast.hpp). Every message is
+// Latency-bound: it suits small vectors (selector/automatic_broadcast.hpp). Every message is
 // the whole vector (send_down, exchange.hpp, says why). In a memory space the space is
 // synchronized once before the first send, so a send reads what the caller queued there.
 //
@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include <gradsync/broadcast_plan.hpp>
-#include <gradsync/codes.hpp>
+#include <gradsync/core/codes.hpp>
+#include <gradsync/plan/broadcast_plan.hpp>
 
 namespace gradsync {
 

@@ -18,7 +18,7 @@
 // allgather (copying) over the k ranks of a node, and recursive halving with folding over
 // the N/k nodes on the M/k block.
 // cost: 2*(k-1)*alpha + 2*(k-1)/k*M*beta + (k-1)/k*M*gamma + 2*log2(P)*alpha_x + 2*(P-1)/P*(M/k)*beta_x + (P-1)/P*(M/k)*gamma_x + F*(2*alpha_x + 2*(M/k)*beta_x + (M/k)*gamma_x)
-// In a memory space (Memory, algorithm/memory.hpp) the messages are the same and gamma is
+// In a memory space (Memory, memory/host_memory.hpp) the messages are the same and gamma is
 // the kernels' (Adasum: the costs of adasum_recursive_halving.hpp on the block).
 // Only M/k bytes per rank cross the slow links, against 2(N-1)/N M for a flat ring.
 //
@@ -39,12 +39,12 @@
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
-#include <gradsync/codes.hpp>
-#include <gradsync/error.hpp>
-#include <gradsync/plan.hpp>
+#include <gradsync/comm/subgroup.hpp>
+#include <gradsync/core/codes.hpp>
+#include <gradsync/core/error.hpp>
+#include <gradsync/plan/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/policy/sum.hpp>
-#include <gradsync/subgroup.hpp>
 
 namespace gradsync {
 

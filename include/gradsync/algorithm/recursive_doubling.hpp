@@ -8,7 +8,7 @@
 // cost: log2(P)*(alpha + M*beta + M*gamma) + F*(2*alpha + 2*M*beta + M*gamma)
 // Messages are cut to the transport's eager limit (a block of up to 16 eager messages goes as equal pieces),
 // since one rendezvous costs several eager sends on shared memory. In a memory space
-// (Memory, algorithm/memory.hpp) the same messages carry the same bits, gamma is a kernel's,
+// (Memory, memory/host_memory.hpp) the same messages carry the same bits, gamma is a kernel's,
 // and each round adds sigma, a space synchronization.
 //
 // Preconditions: any N >= 1 and any count; scratch holds the whole vector (in the plan's
@@ -23,8 +23,8 @@
 #include <span>
 #include <vector>
 
-#include <gradsync/codes.hpp>
-#include <gradsync/plan.hpp>
+#include <gradsync/core/codes.hpp>
+#include <gradsync/plan/plan.hpp>
 
 namespace gradsync {
 

@@ -7,7 +7,7 @@
 // each way over the P ranks, plus F times the folding (MPICH's: rank 2i hands its vector
 // to rank 2i+1 and gets the result back).
 // cost: 2*log2(P)*alpha + 2*(P-1)/P*M*beta + (P-1)/P*M*gamma + F*(2*alpha + 2*M*beta + M*gamma)
-// In a memory space (Memory, algorithm/memory.hpp) the same messages carry the same bits, gamma is a
+// In a memory space (Memory, memory/host_memory.hpp) the same messages carry the same bits, gamma is a
 // kernel's, and (log2(P)+2)*sigma is added for the space synchronizations (before the first
 // send, after each step's combines and after the finish); scratch is then half the vector
 // (the whole vector on a rank that absorbs a folded neighbour).
@@ -24,8 +24,8 @@
 #include <span>
 #include <vector>
 
-#include <gradsync/codes.hpp>
-#include <gradsync/plan.hpp>
+#include <gradsync/core/codes.hpp>
+#include <gradsync/plan/plan.hpp>
 
 namespace gradsync {
 

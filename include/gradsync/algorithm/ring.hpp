@@ -5,7 +5,7 @@
 // N-1 blocks of M/N in each phase and combines N-1 blocks in the reduce-scatter.
 // cost: 2*(N-1)*alpha + 2*(N-1)/N*M*beta + (N-1)/N*M*gamma
 // Every block is cut into pipeline segments (exchange_combine), so the combine of one
-// segment overlaps the transfer of the next. In a memory space (Memory, algorithm/memory.hpp)
+// segment overlaps the transfer of the next. In a memory space (Memory, memory/host_memory.hpp)
 // the same messages carry the same bits, gamma is a kernel's, and (N+1)*sigma is added for
 // the space synchronizations (before the first send, after each step's combines and after
 // the finish, so a send reads finished data); scratch is then the largest block.
@@ -22,8 +22,8 @@
 #include <span>
 #include <vector>
 
-#include <gradsync/codes.hpp>
-#include <gradsync/plan.hpp>
+#include <gradsync/core/codes.hpp>
+#include <gradsync/plan/plan.hpp>
 
 namespace gradsync {
 

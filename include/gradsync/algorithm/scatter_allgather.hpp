@@ -1,6 +1,6 @@
 // Scatter then allgather broadcast (van de Geijn's): the vector is cut into N near-equal
 // blocks, block j (block_of(count, N, j)) belonging to rank root + j (mod N); the root
-// scatters them down the binomial tree (binomial_node_of, algorithm/schedule.hpp), each rank
+// scatters them down the binomial tree (binomial_node_of, plan/schedule.hpp), each rank
 // receiving its subtree's blocks, which are contiguous, in one range from its parent and
 // handing each child that child's subtree; a ring allgather (ring.hpp's) then copies every
 // block to every rank.
@@ -13,7 +13,7 @@
 // With count not a multiple of N the blocks differ by one element, so the beta term is that
 // of the largest block, at most one element per step more. Bandwidth-bound: for N > 2 it
 // moves 2*(N-1)/N*M bytes per rank instead of the binomial tree's ceil(log2 N)*M; for N = 2
-// it moves the same M for one more message (algorithm/automatic_broadcast.hpp). The
+// it moves the same M for one more message (selector/automatic_broadcast.hpp). The
 // scatter's messages go whole (send_down, exchange.hpp); the ring's are cut as exchanges
 // cut a block (message_cut), never into pipeline segments. In a memory space the space is
 // synchronized once before the first send.
@@ -30,8 +30,8 @@
 #include <utility>
 #include <vector>
 
-#include <gradsync/broadcast_plan.hpp>
-#include <gradsync/codes.hpp>
+#include <gradsync/core/codes.hpp>
+#include <gradsync/plan/broadcast_plan.hpp>
 
 namespace gradsync {
 

@@ -22,7 +22,7 @@
 #include <span>
 #include <type_traits>
 
-#include <gradsync/types.hpp>
+#include <gradsync/core/types.hpp>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

@@ -12,8 +12,8 @@
 #include <span>
 #include <type_traits>
 
+#include <gradsync/core/types.hpp>
 #include <gradsync/kernels/host.hpp>
-#include <gradsync/types.hpp>
 
 namespace gradsync::kernels {
 

@@ -1,12 +1,11 @@
-// Elementwise kernels through Thrust: the host kernels' arithmetic (kernels/host.hpp, and
-// kernels/host_adasum.hpp's scaled add) on any Thrust execution policy, so one source runs on
-// a CUDA stream (thrust::cuda::par_nosync.on(s), under nvcc) and on the CPU
-// (thrust::omp::par, thrust::tbb::par, thrust::cpp::par). Adasum's triple and its kernels
-// over a part table are in kernels/thrust_adasum.hpp.
+// Elementwise kernels through Thrust: the host kernels' arithmetic (kernels/host.hpp) on any
+// Thrust execution policy, so one source runs on a CUDA stream (thrust::cuda::par_nosync.on(s),
+// under nvcc) and on the CPU (thrust::omp::par, thrust::tbb::par, thrust::cpp::par). Adasum's
+// kernels (the triple, the scaled add) are in kernels/thrust_adasum.hpp; the conversions
+// here (ops<K>) serve both.
 //
 //   add(exec, acc, in)                   acc[i] = acc[i] + in[i]
 //   scale(exec, x, f)                    x[i] = x[i] * f
-//   scaled_add(exec, out, ca, a, cb, b)  out[i] = fma(ca, a[i], cb*b[i]); out may be a or b
 //   zero(exec, x)                        x[i] = +0
 //   canonicalize_nan(exec, x)            every NaN becomes the host kernel's quiet NaN
 //
@@ -15,9 +14,9 @@
 // returns before they finish. Cost: one pass over the operands (memory-bound), one launch.
 //
 // Rounding, as the host kernels: add and scale work in the accumulate type and round once
-// per element; scaled_add forms the value in double and rounds once (16-bit types: to float
-// with round-to-odd, then to nearest even). Results are bit for bit those of the host
-// kernels, NaN payloads aside (CUDA's 16-bit conversions return one canonical NaN).
+// per element; from_double rounds a double once (16-bit types: to float with round-to-odd,
+// then to nearest even). Results are bit for bit those of the host kernels, NaN payloads
+// aside (CUDA's 16-bit conversions return one canonical NaN).
 //
 // Under nvcc 16-bit elements are read as CUDA's __half and __nv_bfloat16 (the same bits as
 // gradsync::half and gradsync::bfloat16); elsewhere as gradsync's own types.
@@ -35,10 +34,10 @@
 #include <thrust/fill.h>
 #include <thrust/transform.h>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
+#include <gradsync/core/types.hpp>
 #include <gradsync/kernels/host.hpp>
 #include <gradsync/kernels/host_device.hpp>
-#include <gradsync/types.hpp>
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
@@ -90,7 +89,7 @@ GRADSYNC_HD inline double mul_d(double a, double b)
 }
 
 // double -> float with round-to-odd, after which one more rounding to a 16-bit type equals
-// a single rounding (types.hpp explains why). The device truncates in hardware.
+// a single rounding (core/types.hpp explains why). The device truncates in hardware.
 GRADSYNC_HD inline float to_float_odd(double d)
 {
 #if defined(__CUDA_ARCH__)
@@ -157,15 +156,6 @@ struct scale_op {
 };
 
 template <class K>
-struct scaled_add_op {
-    double ca, cb;
-    GRADSYNC_HD K operator()(K a, K b) const
-    {
-        return ops<K>::from_double(fma_d(ca, double(ops<K>::widen(a)), mul_d(cb, double(ops<K>::widen(b)))));
-    }
-};
-
-template <class K>
 struct canonical_nan_op {
     K quiet;
     GRADSYNC_HD K operator()(K x) const { return ops<K>::widen(x) != ops<K>::widen(x) ? quiet : x; }
@@ -195,17 +185,6 @@ void scale(const Exec& exec, std::span<T> x, accumulate_t<T> factor)
     using K = thrust_detail::kernel_t<T>;
     K* p = thrust_detail::kernel_data(x);
     thrust::transform(exec, p, p + x.size(), p, thrust_detail::scale_op<K>{factor});
-}
-
-template <class Exec, element T>
-void scaled_add(const Exec& exec, std::span<T> out, double ca, std::span<const T> a, double cb, std::span<const T> b)
-{
-    thrust_detail::check_sizes("scaled_add", out.size(), a.size());
-    thrust_detail::check_sizes("scaled_add", out.size(), b.size());
-    using K = thrust_detail::kernel_t<T>;
-    const K* x = thrust_detail::kernel_data(a);
-    thrust::transform(exec, x, x + a.size(), thrust_detail::kernel_data(b), thrust_detail::kernel_data(out),
-                      thrust_detail::scaled_add_op<K>{ca, cb});
 }
 
 template <class Exec, element T>

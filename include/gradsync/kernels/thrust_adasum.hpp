@@ -2,6 +2,9 @@
 // stream under nvcc and on Thrust's CPU systems:
 //
 //   triple(exec, a, b, result, ws)        *result = [a.b, a.a, b.b] of one pair
+//   scaled_add(exec, out, ca, a, cb, b)   out[i] = fma(ca, a[i], cb*b[i]), formed in double and
+//                                         rounded once, as kernels/host_adasum.hpp's; out may
+//                                         be a or b; operands of equal sizes (else usage_error)
 //   part_lanes(parts)                     the lanes of a part table's levels, planned once on
 //                                         the host (kernels/adasum_part.hpp: the parts)
 //   add_part_triples(exec, t, first, last, x, sums, low, high)
@@ -49,12 +52,12 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform.h>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
+#include <gradsync/core/types.hpp>
 #include <gradsync/kernels/adasum_part.hpp>
 #include <gradsync/kernels/host_adasum.hpp>
 #include <gradsync/kernels/host_device.hpp>
 #include <gradsync/kernels/thrust.hpp>
-#include <gradsync/types.hpp>
 
 namespace gradsync::kernels {
 
@@ -62,6 +65,15 @@ inline constexpr std::size_t triple_first_fanout = 256; // elements per level-1 
 inline constexpr std::size_t triple_fanout = 64;        // partials per lane above level 1
 
 namespace thrust_detail {
+
+template <class K>
+struct scaled_add_op {
+    double ca, cb;
+    GRADSYNC_HD K operator()(K a, K b) const
+    {
+        return ops<K>::from_double(fma_d(ca, double(ops<K>::widen(a)), mul_d(cb, double(ops<K>::widen(b)))));
+    }
+};
 
 // Visits i = j, j + lanes, ... (< n) in increasing order, loading B of them before using
 // them: a GPU thread needs several loads in flight to keep memory busy. The batch sizes
@@ -249,6 +261,17 @@ struct part_scaled_add_lane {
 };
 
 } // namespace thrust_detail
+
+template <class Exec, element T>
+void scaled_add(const Exec& exec, std::span<T> out, double ca, std::span<const T> a, double cb, std::span<const T> b)
+{
+    thrust_detail::check_sizes("scaled_add", out.size(), a.size());
+    thrust_detail::check_sizes("scaled_add", out.size(), b.size());
+    using K = thrust_detail::kernel_t<T>;
+    const K* x = thrust_detail::kernel_data(a);
+    thrust::transform(exec, x, x + a.size(), thrust_detail::kernel_data(b), thrust_detail::kernel_data(out),
+                      thrust_detail::scaled_add_op<K>{ca, cb});
+}
 
 // Partials triple() needs for n elements: the two largest levels below the top.
 constexpr std::size_t triple_workspace(std::size_t n) noexcept

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 #include <gradsync/planner/profile.hpp>
 #include <gradsync/planner/timeline.hpp>
 

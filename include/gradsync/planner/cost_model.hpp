@@ -20,7 +20,7 @@
 #include <string>
 #include <utility>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 
 namespace gradsync::planner {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 
 namespace gradsync::planner {
 

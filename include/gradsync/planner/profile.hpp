@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 
 namespace gradsync::planner {
 

@@ -33,7 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 #include <gradsync/planner/profile.hpp>
 
 namespace gradsync::planner {

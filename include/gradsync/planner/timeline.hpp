@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 #include <gradsync/planner/cost_model.hpp>
 #include <gradsync/planner/merge_plan.hpp>
 #include <gradsync/planner/profile.hpp>

@@ -9,17 +9,17 @@
 // so A(x, 0) = x, A(0, 0) = 0, A(v, v) = v, and A(x, y) = x + y when x is orthogonal to y.
 // It is applied per layer of a fused buffer. Unlike Sum it is not elementwise: the
 // algorithms need the layer layout and a dot-product triple per layer, so every algorithm
-// has an Adasum plan of its own (the table, plan_table.hpp, chooses it).
+// has an Adasum plan of its own (the table, selector/plan_table.hpp, chooses it).
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <type_traits>
 
-#include <gradsync/codes.hpp>
+#include <gradsync/core/codes.hpp>
+#include <gradsync/core/types.hpp>
 #include <gradsync/kernels/adasum_part.hpp>
 #include <gradsync/kernels/host_adasum.hpp>
-#include <gradsync/types.hpp>
 
 namespace gradsync {
 

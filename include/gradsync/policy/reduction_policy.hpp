@@ -1,5 +1,5 @@
 // A reduction policy: elementwise (sum, average: combine and finish, policy/sum.hpp), which
-// every elementwise plan runs, or adasum, which has plans of its own (plan_table.hpp).
+// every elementwise plan runs, or adasum, which has plans of its own (selector/plan_table.hpp).
 #pragma once
 
 #include <gradsync/policy/adasum.hpp>

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <span>
 
-#include <gradsync/codes.hpp>
+#include <gradsync/core/codes.hpp>
+#include <gradsync/core/types.hpp>
 #include <gradsync/kernels/host.hpp>
-#include <gradsync/types.hpp>
 
 namespace gradsync {
 

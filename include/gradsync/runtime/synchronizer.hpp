@@ -29,19 +29,19 @@
 #include <utility>
 #include <vector>
 
-#include <gradsync/algorithm/automatic.hpp>
-#include <gradsync/algorithm/exchange.hpp>
-#include <gradsync/allreduce.hpp>
-#include <gradsync/communicator.hpp>
-#include <gradsync/error.hpp>
-#include <gradsync/layout.hpp>
-#include <gradsync/plan.hpp>
-#include <gradsync/plan_table.hpp>
+#include <gradsync/collective/allreduce.hpp>
+#include <gradsync/collective/verify.hpp>
+#include <gradsync/comm/communicator.hpp>
+#include <gradsync/core/error.hpp>
+#include <gradsync/core/layout.hpp>
+#include <gradsync/core/types.hpp>
+#include <gradsync/plan/exchange.hpp>
+#include <gradsync/plan/plan.hpp>
 #include <gradsync/planner/merge_plan.hpp>
 #include <gradsync/policy/reduction_policy.hpp>
 #include <gradsync/policy/sum.hpp>
-#include <gradsync/types.hpp>
-#include <gradsync/verify.hpp>
+#include <gradsync/selector/automatic.hpp>
+#include <gradsync/selector/plan_table.hpp>
 
 namespace gradsync {
 

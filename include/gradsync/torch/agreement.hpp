@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include <gradsync/communicator.hpp>
-#include <gradsync/error.hpp>
-#include <gradsync/verify.hpp>
+#include <gradsync/collective/verify.hpp>
+#include <gradsync/comm/communicator.hpp>
+#include <gradsync/core/error.hpp>
 
 namespace gradsync::torch_binding {
 

@@ -11,8 +11,8 @@
 #include <span>
 #include <vector>
 
-#include <gradsync/allreduce.hpp>
-#include <gradsync/communicator.hpp>
+#include <gradsync/collective/allreduce.hpp>
+#include <gradsync/comm/communicator.hpp>
 #include <gradsync/torch/agreement.hpp>
 #include <gradsync/torch/element.hpp>
 #include <gradsync/torch/options.hpp>

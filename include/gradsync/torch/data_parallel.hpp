@@ -1,33 +1,9 @@
 // data_parallel: data parallelism for a libtorch module, with gradsync's merged allreduces
 // overlapping backward (the synchronizer) and its policies, Adasum included. libtorch's C++ API
 // has no DistributedDataParallel; this is one, over any gradsync communicator. docs/torch.md
-// is its manual; what follows is how it works.
-//
-// Layers: the module's parameters that require a gradient, in parameters() order, one planner
-// layer each, dense, contiguous, on the CPU and of T's scalar type (float, double, at::Half as
-// gradsync::half, at::BFloat16 as gradsync::bfloat16). Their gradients are views of one flat
-// buffer (DDP's gradient_as_bucket_view): autograd accumulates into them in place.
-//
-// State: construction checks that the ranks' parameters and buffers agree (agreement.hpp),
-// then copies rank 0's parameters, frozen parameters and buffers to every rank
-// (options.broadcast_start). After each iteration's reduction the buffers are made equal
-// (options.buffers) and, every options.check_every iterations, the replicas are compared.
-//
-// Hooks: a layer is handed to the synchronizer once it and every layer above it are ready,
-// on the last of options.accumulate backward passes (none inside a no_sync() scope).
-// synchronize() hands over the layers whose hooks did not fire (unused parameters), waits,
-// and rethrows the synchronizer's error, if any.
-//
-// Planning: the first options.measure_iterations iterations run one allreduce per layer and
-// record when each layer is handed over; then planning.hpp turns that into a merge plan.
-//
-// Model change (options.reduce): step() runs the optimizer on each rank's own gradient
-// (options.local_steps times), reduces the change and applies it (model_change.hpp); the plan
-// is one group.
-//
-// Uneven inputs (options.uneven_inputs): every iteration ends with a vote (join.hpp); a rank
-// out of data calls join(optimizer), which answers the others' reductions with zeros and
-// takes the same steps until no rank has data.
+// is its manual ("What it does": layers, the flat buffer, hooks, planning, agreement; then
+// same start and buffers, accumulation, uneven inputs, mixed precision). Its parts are the
+// other headers of this folder; this one ties them to an iteration's calls.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -46,9 +22,10 @@
 #include <variant>
 #include <vector>
 
-#include <gradsync/allreduce.hpp>
-#include <gradsync/communicator.hpp>
-#include <gradsync/error.hpp>
+#include <gradsync/collective/allreduce.hpp>
+#include <gradsync/collective/verify.hpp>
+#include <gradsync/comm/communicator.hpp>
+#include <gradsync/core/error.hpp>
 #include <gradsync/planner/single.hpp>
 #include <gradsync/planner/wfbp.hpp>
 #include <gradsync/runtime/synchronizer.hpp>
@@ -63,7 +40,6 @@
 #include <gradsync/torch/planning.hpp>
 #include <gradsync/torch/state.hpp>
 #include <gradsync/torch/wire.hpp>
-#include <gradsync/verify.hpp>
 
 namespace gradsync {
 

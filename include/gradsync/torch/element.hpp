@@ -8,7 +8,7 @@
 
 #include <type_traits>
 
-#include <gradsync/types.hpp>
+#include <gradsync/core/types.hpp>
 
 namespace gradsync::torch_binding {
 

@@ -8,8 +8,8 @@
 #include <span>
 #include <vector>
 
-#include <gradsync/allreduce.hpp>
-#include <gradsync/communicator.hpp>
+#include <gradsync/collective/allreduce.hpp>
+#include <gradsync/comm/communicator.hpp>
 
 namespace gradsync::torch_binding {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 #include <gradsync/torch/agreement.hpp>
 
 namespace gradsync::torch_binding {

@@ -6,8 +6,8 @@
 #include <functional>
 
 #include <gradsync/planner/cost_model.hpp>
-#include <gradsync/planner/optimal.hpp>
 #include <gradsync/planner/merge_plan.hpp>
+#include <gradsync/planner/optimal.hpp>
 #include <gradsync/planner/profile.hpp>
 #include <gradsync/runtime/synchronizer.hpp>
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/allreduce.hpp>
-#include <gradsync/planner/calibration.hpp>
+#include <gradsync/collective/allreduce.hpp>
 #include <gradsync/planner/profile.hpp>
+#include <gradsync/runtime/calibration.hpp>
 #include <gradsync/torch/options.hpp>
 
 namespace gradsync::torch_binding {

@@ -24,11 +24,11 @@
 #include <string>
 #include <vector>
 
-#include <gradsync/broadcast.hpp>
-#include <gradsync/communicator.hpp>
-#include <gradsync/error.hpp>
+#include <gradsync/collective/broadcast.hpp>
+#include <gradsync/collective/verify.hpp>
+#include <gradsync/comm/communicator.hpp>
+#include <gradsync/core/error.hpp>
 #include <gradsync/torch/agreement.hpp>
-#include <gradsync/verify.hpp>
 
 namespace gradsync::torch_binding {
 

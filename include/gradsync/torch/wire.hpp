@@ -1,5 +1,5 @@
 // Compressed gradients (data_parallel_options::compress): each layer rounded to fp16 or bf16
-// (to nearest, ties to even: gradsync's conversions, types.hpp) as it is handed over, reduced
+// (to nearest, ties to even: gradsync's conversions, core/types.hpp) as it is handed over, reduced
 // in that type, and widened back (exactly) once the iteration's reduction has ended. Half the
 // bytes of fp32 on the wire, a quarter of fp64's. One buffer the size of the gradients, made
 // once.
@@ -10,8 +10,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <gradsync/core/types.hpp>
 #include <gradsync/torch/options.hpp>
-#include <gradsync/types.hpp>
 
 namespace gradsync::torch_binding {
 

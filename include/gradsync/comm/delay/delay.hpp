@@ -37,8 +37,8 @@
 #include <utility>
 #include <vector>
 
-#include <gradsync/communicator.hpp>
-#include <gradsync/error.hpp>
+#include <gradsync/comm/communicator.hpp>
+#include <gradsync/core/error.hpp>
 
 namespace gradsync {
 

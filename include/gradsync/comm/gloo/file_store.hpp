@@ -39,7 +39,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 
 namespace gradsync {
 

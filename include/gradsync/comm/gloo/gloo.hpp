@@ -1,33 +1,12 @@
 // gloo_communicator: the communicator concept over a gloo::Context's unbound buffers (Gloo's
-// TCP or libuv transport), for clusters without MPI and for PyTorch's CPU processes.
-//
-// Rendezvous is Gloo's: the caller builds and connects the context (a
-// gloo::rendezvous::FileStore on one host or a shared file system, a TCP or Redis store for
-// several hosts, wrapped in a PrefixStore per job) and hands it over; docs/gloo.md shows both.
-//
-// Messages: a send is unbound_buffer::send(peer, slot) of the caller's bytes, a receive
-// unbound_buffer::recv(peer, slot) into the caller's bytes; nothing is copied. Gloo matches a
-// pair's messages of one slot in posting order, which is the concept's non-overtaking rule.
-// A slot is, from the top: the prefix byte (gloo_options::slot_prefix; Gloo's collectives use
-// 0x00 to 0x08), a 24-bit digest of the byte count, and the 32-bit tag. Gloo reports no byte
-// count when a receive completes, so the count is part of the match: a message of another
-// size never lands in a receive, which waits, and ends in deadline_error like any message
-// that is not coming (docs/gloo.md, "Sizes").
-//
-// Buffers: a direct message's unbound buffer is kept for reuse (gloo/detail/buffer_pool.hpp): a
-// reducer, whose buffers do not move, creates none after its first call.
-//
-// Eager messages (gloo_options::eager_bytes, off by default; gloo/detail/eager.hpp): a message of at
-// most eager_bytes goes into receives its peer posted ahead, which costs memory per peer and
-// makes the destructor collective.
-//
-// Failure: Gloo's exceptions become communication_errors naming the operation, the peer and
-// Gloo's message, also where Gloo does not pass a failed pair's error on to a wait
-// (gloo/detail/watchdog.hpp); a wait longer than gloo_options::deadline (zero: the context's
-// timeout) is a deadline_error. Gloo then closes every connection of the context, so the
-// peers' waits fail too instead of hanging, and this communicator refuses further posts.
-// Gloo cannot cancel: a request dropped before its wait, or a wait ended by release(),
-// closes the pair to its peer, so nothing lands in the buffer later.
+// TCP or libuv transport), for clusters without MPI and for PyTorch's CPU processes. The
+// caller builds and connects the context (rendezvous.hpp, file_store.hpp); docs/gloo.md, "What
+// the communicator does", is the contract: messages on the caller's memory matched by a slot
+// (prefix, a digest of the byte count, the tag), because Gloo reports no byte count; pooled
+// buffers (detail/buffer_pool.hpp); optional eager messages (detail/eager.hpp); Gloo's
+// failures and deadlines turned into named errors that close the context's connections, so
+// peers fail instead of hanging (detail/watchdog.hpp); and, since Gloo cannot cancel, a
+// dropped request or a released wait closes the pair to its peer.
 #pragma once
 
 #include <gloo/context.h>
@@ -47,14 +26,15 @@
 #include <utility>
 #include <vector>
 
+#include <gradsync/comm/communicator.hpp>
+#include <gradsync/comm/detail/owned_request.hpp>
 #include <gradsync/comm/gloo/detail/buffer_pool.hpp>
 #include <gradsync/comm/gloo/detail/eager.hpp>
 #include <gradsync/comm/gloo/detail/sigpipe.hpp>
 #include <gradsync/comm/gloo/detail/watchdog.hpp>
-#include <gradsync/communicator.hpp>
-#include <gradsync/error.hpp>
-#include <gradsync/hash.hpp>
-#include <gradsync/tags.hpp>
+#include <gradsync/core/error.hpp>
+#include <gradsync/core/hash.hpp>
+#include <gradsync/core/tags.hpp>
 
 #include <unistd.h> // gethostname
 
@@ -84,24 +64,14 @@ class gloo_communicator {
     using clock = std::chrono::steady_clock;
 
 public:
-    class request {
-    public:
-        request() = default;
-        request(request&& o) noexcept { take(o); }
-        request& operator=(request&& o) noexcept
-        {
-            if (this != &o) {
-                reset();
-                take(o);
-            }
-            return *this;
-        }
-        ~request() { reset(); }
-
-    private:
+    // A request's record; requests are detail::owned_request<request_state>.
+    class request_state {
         friend class gloo_communicator;
 
-        void take(request& o) noexcept
+    protected:
+        request_state() = default;
+
+        void take(request_state& o) noexcept
         {
             comm_ = o.comm_;
             buffer_ = std::exchange(o.buffer_, nullptr);
@@ -112,7 +82,7 @@ public:
             tag_ = o.tag_;
         }
 
-        void reset() noexcept
+        void abandon() noexcept
         {
             if (buffer_)
                 comm_->abandon(std::exchange(buffer_, nullptr), peer_, "a request was dropped before its wait");
@@ -128,6 +98,7 @@ public:
         int peer_ = 0;
         int tag_ = 0;
     };
+    using request = detail::owned_request<request_state>;
 
     explicit gloo_communicator(std::shared_ptr<gloo::Context> context, gloo_options options = {})
         : context_(not_null(std::move(context))), options_(options), pool_(options.pool_limit),
@@ -159,7 +130,7 @@ public:
 
     int rank() const noexcept { return rank_; }
     int size() const noexcept { return size_; }
-    // The slot carries 32 bits of tag: every stamp bit (tags.hpp) fits.
+    // The slot carries 32 bits of tag: every stamp bit (core/tags.hpp) fits.
     int tag_limit() const noexcept { return INT_MAX; }
     // A send leaves only once its receiver has announced the receive: exchanges post theirs
     // first, so that the announcement is on its way before the send is posted.
@@ -200,7 +171,7 @@ public:
         return k;
     }
 
-    // Ends every wait, now and later, with aborted_error (communicator.hpp); any thread.
+    // Ends every wait, now and later, with aborted_error (comm/communicator.hpp); any thread.
     void release() noexcept { watchdog_.release(); }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
@@ -352,7 +323,7 @@ private:
         left_pending(why, peer);
     }
 
-    void abandon(request& r, const char* why) noexcept { eager_->abandon(r.eager_, r.peer_, why); }
+    void abandon(request_state& r, const char* why) noexcept { eager_->abandon(r.eager_, r.peer_, why); }
 
     void left_pending(const char* why, int peer) noexcept
     {

@@ -55,7 +55,7 @@
 #include <sys/stat.h>
 
 #include <gradsync/comm/gloo/detail/sigpipe.hpp>
-#include <gradsync/error.hpp>
+#include <gradsync/core/error.hpp>
 
 namespace gradsync {
 

@@ -16,7 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <gradsync/comm/local/local.hpp>
-#include <gradsync/device/cuda.hpp>
+#include <gradsync/core/cuda.hpp>
 
 namespace gradsync {
 

@@ -29,36 +29,27 @@
 #include <string>
 #include <vector>
 
+#include <gradsync/comm/communicator.hpp>
+#include <gradsync/comm/detail/owned_request.hpp>
+#include <gradsync/comm/mpi/detail/polling.hpp>
 #include <gradsync/comm/mpi/mpi.hpp>
-#include <gradsync/comm/detail/polling.hpp>
-#include <gradsync/communicator.hpp>
-#include <gradsync/error.hpp>
-#include <gradsync/tags.hpp>
+#include <gradsync/core/error.hpp>
+#include <gradsync/core/tags.hpp>
 
 namespace gradsync {
 
 class boost_mpi_communicator {
 public:
-    class request {
-    public:
-        request() = default;
-        request(request&& o) noexcept { take(o); }
-        request& operator=(request&& o) noexcept
-        {
-            if (this != &o) {
-                abandon();
-                take(o);
-            }
-            return *this;
-        }
-        ~request() { abandon(); }
-
-    private:
+    // A request's record; requests are detail::owned_request<request_state>.
+    class request_state {
         friend class boost_mpi_communicator;
+
+    protected:
+        request_state() = default;
 
         boost::mpi::request& part(std::size_t i) { return i < 2 ? first[i] : more[i - 2]; }
 
-        void take(request& o) noexcept
+        void take(request_state& o) noexcept
         {
             first = o.first;
             more = std::move(o.more);
@@ -102,6 +93,7 @@ public:
         std::chrono::nanoseconds cancel_bound{0};
         std::atomic<bool>* broken = nullptr; // the communicator's: a cancel did not complete
     };
+    using request = detail::owned_request<request_state>;
 
     static constexpr std::size_t default_eager_limit = mpi_options{}.eager_limit;
 
@@ -134,7 +126,7 @@ public:
     std::size_t eager_limit() const noexcept { return options_.eager_limit; }
     int tag_limit() const noexcept { return tag_limit_; }
     const mpi_options& options() const noexcept { return options_; }
-    // Ends every wait, now and later, with aborted_error (communicator.hpp); any thread.
+    // Ends every wait, now and later, with aborted_error (comm/communicator.hpp); any thread.
     void release() noexcept { released_.store(true, std::memory_order_relaxed); }
     // Ranks per node (hierarchical{.ranks_per_node = 0}); collective.
     int ranks_per_node() const { return mpi_ranks_per_node(MPI_Comm(comm_), "gradsync::boost_mpi_communicator"); }

@@ -11,7 +11,7 @@
 // eager_limit(): messages above it cost a rendezvous handshake. The default, 4000 bytes,
 // keeps payload plus Open MPI's shared-memory header within its 4 KiB eager fragment.
 //
-// Waits (comm/detail/polling.hpp): with mpi_options::deadline, a wait longer than it throws
+// Waits (comm/mpi/detail/polling.hpp): with mpi_options::deadline, a wait longer than it throws
 // deadline_error naming the rank, the peer, the size and the tag; a receive whose peer's next
 // message carries another reducer's or call's stamp throws foreign_message_error; release()
 // ends every wait with aborted_error. A request that is dropped, or whose wait failed, is
@@ -40,10 +40,11 @@
 #include <thread>
 #include <utility>
 
-#include <gradsync/comm/detail/polling.hpp>
-#include <gradsync/communicator.hpp>
-#include <gradsync/error.hpp>
-#include <gradsync/tags.hpp>
+#include <gradsync/comm/communicator.hpp>
+#include <gradsync/comm/detail/owned_request.hpp>
+#include <gradsync/comm/mpi/detail/polling.hpp>
+#include <gradsync/core/error.hpp>
+#include <gradsync/core/tags.hpp>
 
 namespace gradsync {
 
@@ -112,26 +113,16 @@ bool cancel_completes(Test&& test, std::chrono::nanoseconds bound)
 
 class mpi_communicator {
 public:
-    class request {
-    public:
-        request() = default;
-        request(request&& o) noexcept { take(o); }
-        request& operator=(request&& o) noexcept
-        {
-            if (this != &o) {
-                abandon();
-                take(o);
-            }
-            return *this;
-        }
-        ~request() { abandon(); }
-
-    private:
+    // A request's record; requests are detail::owned_request<request_state>.
+    class request_state {
         friend class mpi_communicator;
+
+    protected:
+        request_state() = default;
 
         bool receive() const noexcept { return expected[0] >= 0; }
 
-        void take(request& o) noexcept
+        void take(request_state& o) noexcept
         {
             for (int i = 0; i < 2; ++i) {
                 part[i] = std::exchange(o.part[i], MPI_REQUEST_NULL);
@@ -183,6 +174,7 @@ public:
         std::chrono::nanoseconds cancel_bound{0}; // zero: wait for the cancel
         std::atomic<bool>* broken = nullptr;     // the communicator's: a cancel did not complete
     };
+    using request = detail::owned_request<request_state>;
 
     static constexpr std::size_t default_eager_limit = mpi_options{}.eager_limit;
 
@@ -237,7 +229,7 @@ public:
                               "initialise with MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
     }
 
-    // Ends every wait, now and later, with aborted_error (communicator.hpp); any thread.
+    // Ends every wait, now and later, with aborted_error (comm/communicator.hpp); any thread.
     void release() noexcept { released_.store(true, std::memory_order_relaxed); }
 
     request isend(std::span<const std::byte> data, int peer, int tag)

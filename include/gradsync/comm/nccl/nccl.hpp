@@ -15,7 +15,7 @@
 // every wait in aborted_error; then too, ncclCommAbort the NCCL communicator.
 // Device (and managed) memory is sent directly; host memory (the agreement check's small
 // messages) goes through a stream-ordered device copy. ncclAllReduce itself is the
-// nccl_passthrough algorithm (device/nccl_passthrough.hpp).
+// nccl_passthrough algorithm (algorithm/nccl_passthrough.hpp).
 //
 // Limits, NCCL's: tags are ignored (messages between two ranks match in posting order, which
 // one reducer at a time satisfies; concurrent reducers need their own NCCL communicators); a
@@ -43,9 +43,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <gradsync/communicator.hpp>
-#include <gradsync/device/cuda.hpp>
-#include <gradsync/error.hpp>
+#include <gradsync/comm/communicator.hpp>
+#include <gradsync/core/cuda.hpp>
+#include <gradsync/core/error.hpp>
 
 namespace gradsync {
 
@@ -121,7 +121,7 @@ public:
     bool device_memory() const noexcept { return true; }
     ncclComm_t get() const noexcept { return comm_; }
     cudaStream_t stream() const noexcept { return stream_; }
-    // Ends every wait, now and later, with aborted_error (communicator.hpp); any thread.
+    // Ends every wait, now and later, with aborted_error (comm/communicator.hpp); any thread.
     void release() noexcept { released_.store(true, std::memory_order_relaxed); }
 
     request isend(std::span<const std::byte> data, int peer, int tag)

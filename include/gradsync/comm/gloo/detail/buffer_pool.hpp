@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include <gradsync/hash.hpp>
+#include <gradsync/core/hash.hpp>
 
 namespace gradsync::detail {
 

@@ -12,7 +12,7 @@
 //
 // Errors are the communicator's: a wait goes through its watchdog and deadline (Link::block),
 // a failure is recorded on it (Link::fail) and refuses its later posts. A receive whose
-// peer's oldest unclaimed message has its tag but another size, or a foreign tag (tags.hpp),
+// peer's oldest unclaimed message has its tag but another size, or a foreign tag (core/tags.hpp),
 // or is the peer's teardown, fails at once instead of waiting for the deadline.
 #pragma once
 
@@ -29,8 +29,8 @@
 
 #include <gradsync/comm/gloo/detail/mailbox.hpp>
 #include <gradsync/comm/gloo/detail/sigpipe.hpp>
-#include <gradsync/error.hpp>
-#include <gradsync/tags.hpp>
+#include <gradsync/core/error.hpp>
+#include <gradsync/core/tags.hpp>
 
 namespace gradsync::detail {
 
@@ -76,9 +76,6 @@ public:
         gloo_eager_request r;
         const auto what = [&] { return Link::describe(send, n, peer, tag); };
         if (send) {
-            const std::size_t i = box.next_out();
-            if (box.out_busy(i))
-                finish_out(box, i, clock::now(), [&] { return what() + ", waiting for an earlier eager send to leave"; });
             try {
                 r.ticket = box.send({p, n}, tag);
             } catch (const std::exception& e) {
@@ -233,12 +230,8 @@ private:
                     const std::uint64_t posted = theirs[std::size_t(box->peer())];
                     if (posted < box->sent())
                         throw communication_error("");
-                    while (box->sent() < posted) {
-                        const std::size_t i = box->next_out();
-                        if (box->out_busy(i))
-                            finish_out(*box, i, start, what);
+                    while (box->sent() < posted)
                         box->send({}, gloo_mailbox::filler);
-                    }
                 }
             for (auto& box : boxes_)
                 if (box)
@@ -249,7 +242,7 @@ private:
                     }
             for (auto& box : boxes_)
                 if (box)
-                    for (std::size_t i = 0; i < link_.options().eager_depth; ++i)
+                    for (std::size_t i = 0; i < box->out_boxes(); ++i)
                         if (box->out_busy(i))
                             finish_out(*box, i, start, what);
         } catch (...) {

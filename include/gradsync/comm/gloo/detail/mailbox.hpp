@@ -12,14 +12,19 @@
 // trip. An arriving message goes to the oldest posted receive with its tag and byte count,
 // and a posted receive takes the oldest held message with both: the concept's
 // non-overtaking rule. A message that no receive takes stays in its box; when all `depth`
-// boxes hold such messages, the peer's next eager send waits until a receive takes one.
+// boxes hold such messages, the peer's next eager send stays pending in Gloo until a receive
+// takes one. Sending never waits: a send goes out of a send box of its own, and the send
+// boxes grow to the most sends in flight to the peer (kept, so a plan run again takes none
+// anew), because a rank that waited in isend() for the peer's receives could stall a peer
+// that is posting sends too before it waits on any receive.
 //
 // Teardown: Gloo cannot cancel a posted receive, and a box freed under it would stall the
 // connection. Before a mailbox goes, gloo_communicator's destructor (gloo/detail/eager.hpp, drain())
 // fills every box the peer posted (filler messages, tag -1) and waits for the peer to fill
 // this side's, which makes that destructor collective; where it cannot, it closes the pair.
 //
-// Memory per peer: 2 * depth * (16 + eager_bytes) bytes, taken when the communicator is made.
+// Memory per peer: depth * (16 + eager_bytes) bytes of receive boxes, taken when the
+// communicator is made, and as much again per send in flight, at least depth.
 #pragma once
 
 #include <gloo/context.h>
@@ -53,12 +58,12 @@ public:
     static constexpr std::int64_t filler = -1;
 
     gloo_mailbox(gloo::Context& context, int peer, std::uint64_t slot, std::size_t eager_bytes, std::size_t depth)
-        : peer_(peer), slot_(slot), box_bytes_(header_bytes + eager_bytes), depth_(depth),
-          memory_(2 * depth * box_bytes_), in_(depth), out_(depth), out_generation_(depth, 0), out_busy_(depth, false)
+        : context_(context), peer_(peer), slot_(slot), box_bytes_(header_bytes + eager_bytes),
+          memory_(depth * box_bytes_), in_(depth)
     {
         for (std::size_t i = 0; i < depth; ++i) {
             in_[i] = context.createUnboundBuffer(in_memory(i), box_bytes_);
-            out_[i] = context.createUnboundBuffer(out_memory(i), box_bytes_);
+            add_out();
         }
         posted_.reserve(depth);
         held_.reserve(depth);
@@ -146,29 +151,37 @@ public:
         std::uint64_t generation = 0;
     };
 
-    // The box the next send goes out of, busy while an earlier send from it is unfinished:
-    // the caller waits for that send (finish_send) before send().
-    std::size_t next_out() const noexcept { return sent_ % depth_; }
-    gloo::transport::UnboundBuffer* out_buffer(std::size_t box) noexcept { return out_[box].get(); }
-    bool out_busy(std::size_t box) const noexcept { return out_busy_[box]; }
-    void finish_send(std::size_t box) noexcept { out_busy_[box] = false; }
+    // A send box is busy from send() until the caller has waited for its send (finish_send).
+    gloo::transport::UnboundBuffer* out_buffer(std::size_t box) noexcept { return out_[box].buffer.get(); }
+    std::size_t out_boxes() const noexcept { return out_.size(); }
+    bool out_busy(std::size_t box) const noexcept { return out_[box].busy; }
+    void finish_send(std::size_t box) noexcept
+    {
+        if (out_[box].busy)
+            free_out_.push_back(box);
+        out_[box].busy = false;
+    }
 
-    // Copies the message into the next out box and sends it; the box must not be busy.
+    // Copies the message into a free send box, a new one if none is, and sends it.
     ticket send(std::span<const std::byte> data, std::int64_t tag)
     {
-        const std::size_t box = next_out();
+        if (free_out_.empty())
+            add_out();
+        const std::size_t box = free_out_.back();
+        out_box& o = out_[box];
         const header h{tag, data.size()};
-        std::memcpy(out_memory(box), &h, header_bytes);
+        std::memcpy(o.memory.get(), &h, header_bytes);
         if (!data.empty())
-            std::memcpy(out_memory(box) + header_bytes, data.data(), data.size());
-        out_[box]->send(peer_, slot_, 0, header_bytes + data.size());
-        out_busy_[box] = true;
+            std::memcpy(o.memory.get() + header_bytes, data.data(), data.size());
+        o.buffer->send(peer_, slot_, 0, header_bytes + data.size());
+        free_out_.pop_back();
+        o.busy = true;
         ++sent_;
-        return {box, ++out_generation_[box]};
+        return {box, ++o.generation};
     }
 
     // Whether the send of t is still unfinished (no later send took its box).
-    bool pending(const ticket& t) const noexcept { return out_generation_[t.box] == t.generation && out_busy_[t.box]; }
+    bool pending(const ticket& t) const noexcept { return out_[t.box].generation == t.generation && out_[t.box].busy; }
 
     // --- draining
 
@@ -200,6 +213,16 @@ private:
         ++posts_;
     }
 
+    void add_out()
+    {
+        out_box o;
+        o.memory = std::make_unique<std::byte[]>(box_bytes_);
+        o.buffer = context_.createUnboundBuffer(o.memory.get(), box_bytes_);
+        out_.push_back(std::move(o));
+        free_out_.reserve(out_.size()); // finish_send never allocates
+        free_out_.push_back(out_.size() - 1);
+    }
+
     header header_of(std::size_t box) const noexcept
     {
         header h;
@@ -208,15 +231,22 @@ private:
     }
 
     std::byte* in_memory(std::size_t box) noexcept { return memory_.data() + box * box_bytes_; }
-    std::byte* out_memory(std::size_t box) noexcept { return memory_.data() + (depth_ + box) * box_bytes_; }
 
+    struct out_box {
+        std::unique_ptr<std::byte[]> memory;
+        std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+        std::uint64_t generation = 0;
+        bool busy = false;
+    };
+
+    gloo::Context& context_;
     int peer_;
     std::uint64_t slot_;
-    std::size_t box_bytes_, depth_;
-    std::vector<std::byte> memory_; // depth receive boxes, then depth send boxes
-    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> in_, out_;
-    std::vector<std::uint64_t> out_generation_;
-    std::vector<bool> out_busy_;
+    std::size_t box_bytes_;
+    std::vector<std::byte> memory_; // depth receive boxes
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> in_;
+    std::vector<out_box> out_;        // send boxes, grown to the most sends in flight
+    std::vector<std::size_t> free_out_; // send boxes not busy
     std::vector<std::size_t> posted_;               // receive boxes in the order posted (= landing order)
     std::vector<std::size_t> held_;                 // landed boxes no receive took, in landing order
     std::vector<gloo_eager_receive*> receives_;     // posted receives not yet matched, in posting order

@@ -1,13 +1,14 @@
 // The mailboxes behind local_group (comm/local/local.hpp): one posted send or receive
-// (local_op), the posting-order queue that matches them (local_queue), and each rank's
-// state (local_rank_state): its queues, its pool of ops and the condition variable its
-// waits sleep on.
+// (local_op), the posting-order queue that matches them (local_queue), each rank's state
+// (local_rank_state): its queues, its pool of ops and the condition variable its waits sleep
+// on, and what a group's ranks share (local_ranks).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -77,6 +78,23 @@ struct local_rank_state {
             std::lock_guard lock(sleep_mutex);
         }
         woken.notify_all();
+    }
+};
+
+// What the ranks of one group share: their mailboxes, and whether a rank's failure aborted
+// the group (local_group::run sets it; every wait looks at it).
+struct local_ranks {
+    std::vector<std::unique_ptr<local_rank_state>> ranks;
+    std::atomic<bool> aborted{false};
+
+    local_rank_state& operator[](int rank) noexcept { return *ranks[std::size_t(rank)]; }
+    int size() const noexcept { return int(ranks.size()); }
+
+    void abort() noexcept
+    {
+        aborted.store(true, std::memory_order_release);
+        for (auto& r : ranks)
+            r->wake();
     }
 };
 

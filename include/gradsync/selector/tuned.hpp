@@ -1,0 +1,186 @@
+// tuned: measures six candidates over a reducer's first calls and keeps automatic's choice
+// unless another candidate was measurably faster: automatic's three algorithms, each with
+// its sends posted first and with its receives first. How it measures and decides (rounds
+// in alternating order, each candidate's median and a distribution-free 95 % interval,
+// summed over the ranks so that every rank keeps the same one) is docs/algorithms.md,
+// "tuned".
+//
+// Cost: the chosen candidate's (see its header), every call after the first 6*rounds; those
+// run the candidates in turn, then one allreduce of 18 doubles on the call's tag.
+//
+// Preconditions: rounds >= 2 (else a usage_error on every rank; below 7 the interval covers
+// the median less often than 95 %). Sum or Average in host memory, the only row
+// selector/plan_table.hpp gives it (Adasum's algorithms combine in different trees). The ring rounds
+// in another order than the recursive algorithms (docs/semantics.md), so calls during
+// tuning, and runs that keep different candidates, may round differently. Until it has
+// chosen it holds every candidate's scratch (recursive doubling's two hold the whole vector
+// each).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <gradsync/algorithm/recursive_doubling.hpp>
+#include <gradsync/algorithm/recursive_halving.hpp>
+#include <gradsync/algorithm/ring.hpp>
+#include <gradsync/core/codes.hpp>
+#include <gradsync/core/error.hpp>
+#include <gradsync/core/hash.hpp>
+#include <gradsync/plan/plan.hpp>
+#include <gradsync/policy/sum.hpp>
+#include <gradsync/selector/automatic.hpp>
+
+namespace gradsync {
+
+struct tuned {
+    static constexpr std::uint32_t code = codes::tuned;
+    static constexpr const char* name = "tuned";
+    int rounds = 20;  // calls per candidate while tuning; at least 2
+    automatic rule{}; // its choice stays unless another candidate is measurably faster
+
+    // Fingerprint of rounds and the rule, which every rank must share (checked by the
+    // reducer).
+    std::uint64_t parameter() const noexcept
+    {
+        return detail::mix_in(detail::mix(std::uint64_t(std::int64_t(rounds))), rule.parameter());
+    }
+};
+
+// A candidate of tuned: an algorithm's code and the posting order it ran with.
+struct tuned_candidate {
+    std::uint32_t algorithm;
+    posting_order order;
+};
+
+// The candidates are automatic's (make_candidate, automatic.hpp).
+template <element T, communicator C, class Policy>
+class tuned_plan : public plan_types<tuned, C, std::span<T>> {
+public:
+    static constexpr std::size_t candidates = 6;
+
+    // Candidate k: algorithm k / 2, receives first where k is odd.
+    static constexpr std::uint32_t codes[] = {recursive_doubling::code, recursive_halving::code, ring::code};
+    static constexpr tuned_candidate candidate(std::size_t k) noexcept
+    {
+        return {codes[k / 2], k % 2 ? posting_order::receives_first : posting_order::sends_first};
+    }
+
+    tuned_plan(const C& comm, const layer_layout& layout, const plan_options<tuned>& options)
+        : count_(layout.total()), rounds_(checked_rounds(options.algorithm.rounds)),
+          times_(candidates * rounds_), preferred_(candidate_of(comm, options.algorithm.rule, count_)),
+          sums_(comm, layer_layout(stats_.size(), {}), options_for<recursive_doubling>(options))
+    {
+        for (std::size_t k = 0; k < candidates; ++k) {
+            pipeline_options pipeline = options.pipeline;
+            pipeline.order = candidate(k).order;
+            plans_[k].emplace(make_candidate<T, C, Policy>(comm, layout, candidate(k).algorithm, pipeline));
+        }
+    }
+
+    std::size_t count() const noexcept { return count_; }
+    std::size_t scratch_bytes() const noexcept
+    {
+        std::size_t bytes = sums_.scratch_bytes();
+        for (const auto& p : plans_)
+            if (p)
+                bytes += std::visit([](const auto& q) { return q.scratch_bytes(); }, *p);
+        return bytes;
+    }
+
+    // The candidate kept, once tuning has ended.
+    std::optional<tuned_candidate> chosen() const noexcept
+    {
+        if (chosen_ == candidates)
+            return std::nullopt;
+        return candidate(chosen_);
+    }
+    // The candidate kept unless another is measurably faster: rule's algorithm with the
+    // transport's posting order.
+    tuned_candidate preferred() const noexcept { return candidate(preferred_); }
+    // Each candidate's median call time in seconds, and the bottom and top of its
+    // confidence interval, each summed over the ranks (zero until tuning has ended).
+    std::span<const double> measured() const noexcept { return std::span(stats_).first(candidates); }
+    std::span<const double> measured_low() const noexcept { return std::span(stats_).subspan(candidates, candidates); }
+    std::span<const double> measured_high() const noexcept { return std::span(stats_).last(candidates); }
+    // The calls tuning takes.
+    std::size_t tuning_calls() const noexcept { return candidates * rounds_; }
+
+    void run(C& comm, std::span<T> data, int tag)
+    {
+        if (chosen_ < candidates) {
+            run_candidate(chosen_, comm, data, tag);
+            return;
+        }
+        const std::size_t round = calls_ / candidates, turn = calls_ % candidates;
+        const std::size_t k = round % 2 ? candidates - 1 - turn : turn;
+        const auto start = std::chrono::steady_clock::now();
+        run_candidate(k, comm, data, tag);
+        times_[k * rounds_ + round] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (++calls_ == tuning_calls())
+            choose(comm, tag);
+    }
+
+private:
+    static std::size_t checked_rounds(int rounds)
+    {
+        if (rounds < 2)
+            throw usage_error("gradsync::tuned: rounds is " + std::to_string(rounds) +
+                              "; it must be at least 2 (a candidate's first call is not counted)");
+        return std::size_t(rounds);
+    }
+
+    void run_candidate(std::size_t k, C& comm, std::span<T> data, int tag)
+    {
+        std::visit([&](auto& p) { p.run(comm, data, tag); }, *plans_[k]);
+    }
+
+    // The index of rule's candidate.
+    static std::size_t candidate_of(const C& comm, const automatic& rule, std::size_t count)
+    {
+        const std::uint32_t code = rule.choose(count * sizeof(T), count, comm.size());
+        const std::size_t k = std::size_t(std::find(std::begin(codes), std::end(codes), code) - std::begin(codes));
+        return 2 * std::min<std::size_t>(k, 2) + (receives_first(comm) ? 1 : 0);
+    }
+
+    // Every message of the call's plan was posted before the sums', and messages of one
+    // pair and tag match in posting order, so the sums can share the call's tag.
+    void choose(C& comm, int tag)
+    {
+        const std::size_t n = rounds_ - 1;
+        const std::size_t l = std::size_t(std::max(1.0, std::floor((double(n) - 1.96 * std::sqrt(double(n))) / 2)));
+        for (std::size_t k = 0; k < candidates; ++k) {
+            const auto first = times_.begin() + std::ptrdiff_t(k * rounds_ + 1), last = first + std::ptrdiff_t(n);
+            std::sort(first, last);
+            stats_[k] = first[std::ptrdiff_t((n - 1) / 2)];
+            stats_[candidates + k] = first[std::ptrdiff_t(l - 1)];
+            stats_[2 * candidates + k] = first[std::ptrdiff_t(n - l)];
+        }
+        sums_.run(comm, std::span<double>(stats_), tag);
+        const auto median = measured(), low = measured_low(), high = measured_high();
+        const std::size_t fastest = std::size_t(std::min_element(median.begin(), median.end()) - median.begin());
+        chosen_ = high[fastest] < low[preferred_] ? fastest : preferred_;
+        for (std::size_t k = 0; k < candidates; ++k)
+            if (k != chosen_)
+                plans_[k].reset();
+    }
+
+    std::size_t count_, rounds_;
+    std::vector<double> times_; // [candidate][round], seconds
+    std::size_t preferred_;
+    std::array<double, 3 * candidates> stats_{}; // medians, bottoms, tops
+    plan_of<double, C, recursive_doubling, sum> sums_;
+    std::array<std::optional<candidate_plan<T, C, Policy>>, candidates> plans_;
+    std::size_t calls_ = 0, chosen_ = candidates;
+};
+
+} // namespace gradsync

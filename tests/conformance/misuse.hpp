@@ -1,0 +1,311 @@
+// The misuse conformance suite (docs/semantics.md, "The agreement check" and "Errors"), once
+// for every transport: a driver declares `conformance::harness` (harness.hpp) and includes
+// this file, which registers the TEST_CASEs. Ranks that disagree on count, layout, type,
+// policy, algorithm (automatic's rule included) or tag all get a gradsync::mismatch_error
+// naming the field (the first differing layer for the sizes) and, on the ranks that agree, the
+// rank that does not, before any user data is touched; bad layer sizes or pipeline options on
+// one rank are a usage_error on every rank. Every rank ends in the same kind of error. N = 5
+// over local_group (not a power of two: folding is in play), rank 3 the one that disagrees; a
+// launched job: its N, rank min(3, N - 1) (one rank has no one to disagree with). A hang
+// fails by the CTest timeout.
+//
+// Rank code records (kind, message, buffer untouched?) per rank; CHECKs run after H::run.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <gradsync/gradsync.hpp>
+
+#include "../outcome.hpp"
+#include "../reference.hpp"
+#include "harness.hpp"
+
+namespace conformance::misuse_suite {
+
+using gradsync_test::kind;
+using gradsync_test::kind_name;
+using gradsync_test::outcome;
+using gradsync_test::record;
+using Catch::Matchers::Contains;
+
+constexpr std::size_t count = 1000;
+
+// The rank that disagrees on n ranks.
+inline int odd_rank(int n) { return std::min(3, n - 1); }
+
+template <class T>
+bool unchanged(const std::vector<T>& now, const std::vector<T>& before)
+{
+    return now.size() == before.size() && ref::same_bits(now.data(), before.data(), now.size() * sizeof(T));
+}
+
+// case_body(n, odd) for every N the harness runs of `wanted`, but one rank.
+template <class H, class F>
+void for_each_size(std::vector<int> wanted, F&& case_body)
+{
+    for (int n : H::sizes(std::move(wanted))) {
+        if (n == 1) {
+            SUCCEED("one rank has no one to disagree with");
+            continue;
+        }
+        case_body(n, odd_rank(n));
+    }
+}
+
+// body(comm, outcome&) on every rank of n; what each rank's call ended in. The body records
+// what it throws without rethrowing, so nothing escapes a rank.
+template <class H, class Body>
+std::vector<outcome> run_recorded(int n, Body body)
+{
+    std::vector<outcome> res(static_cast<std::size_t>(n));
+    const std::string escaped =
+        H::run(n, [&](typename H::comm_type& comm) { body(comm, res[std::size_t(comm.rank())]); });
+    CHECK(escaped == "");
+    return res;
+}
+
+// "" when every rank's call ended in the same kind of outcome.
+template <class H>
+std::string same_kind_everywhere(const std::vector<outcome>& res)
+{
+    per_rank<std::uint32_t> kinds(res.size());
+    for (int r : H::checked_ranks(int(res.size())))
+        kinds[std::size_t(r)] = {std::uint32_t(res[std::size_t(r)].k)};
+    return H::identical(kinds);
+}
+
+// Every rank ended in `expected`, its buffer intact, and, on the ranks other than `named`, the
+// message names rank `named` (its own "rank N" prefix would make this trivial on that rank).
+template <class H>
+void expect_everywhere(const std::vector<outcome>& res, kind expected, int named)
+{
+    for (int r : H::checked_ranks(int(res.size()))) {
+        const outcome& o = res[std::size_t(r)];
+        INFO("rank " << r << " of " << res.size() << ": " << kind_name(o.k) << ": " << o.what);
+        CHECK(kind_name(o.k) == std::string(kind_name(expected)));
+        CHECK(o.untouched);
+        if (r != named)
+            CHECK_THAT(o.what, Contains("rank " + std::to_string(named)));
+    }
+    const std::string same = same_kind_everywhere<H>(res);
+    CHECK(same == "");
+}
+
+// The common expectation: a mismatch_error everywhere, naming `field` (one of the given words).
+template <class H>
+void expect_mismatch_everywhere(const std::vector<outcome>& res, int odd, const std::vector<std::string>& field_words)
+{
+    expect_everywhere<H>(res, kind::mismatch, odd);
+    for (int r : H::checked_ranks(int(res.size()))) {
+        const outcome& o = res[std::size_t(r)];
+        bool named = false;
+        for (const std::string& w : field_words)
+            named = named || Contains(w, Catch::CaseSensitive::No).match(o.what);
+        INFO("rank " << r << ": " << o.what);
+        CHECK(named);
+    }
+}
+
+// A reducer of T called once on integer data; whether the buffer is intact is recorded.
+template <class T, class Comm, class Policy, class Algo, class... Args>
+void reduce_once(Comm& comm, outcome& o, std::size_t n, Args&&... plan_args)
+{
+    std::vector<T> data = ref::int_data<T>(1, comm.rank(), n);
+    const std::vector<T> before = data;
+    record(o, false, [&] {
+        gradsync::reducer<T, Comm, Policy, Algo> r(comm, n, std::forward<Args>(plan_args)...);
+        r(std::span<T>(data));
+    });
+    o.untouched = unchanged(data, before);
+}
+
+// One-shot allreduce of float data where the odd rank may use other arguments.
+template <class Policy, class Algo, class Comm>
+void oneshot(Comm& comm, outcome& o, std::size_t n, const std::vector<std::size_t>& layers, const Algo& algo = {})
+{
+    std::vector<float> data = ref::int_data<float>(1, comm.rank(), n);
+    const std::vector<float> before = data;
+    record(o, false, [&] {
+        gradsync::allreduce(comm, std::span<float>(data), Policy{}, algo, std::span<const std::size_t>(layers));
+    });
+    o.untouched = unchanged(data, before);
+}
+
+} // namespace conformance::misuse_suite
+
+TEST_CASE("ranks that disagree on the count", "[misuse]")
+{
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            oneshot<gradsync::sum, gradsync::recursive_halving>(comm, o, comm.rank() == odd ? count + 1 : count, {});
+        });
+        expect_mismatch_everywhere<H>(res, odd, {"count"});
+        for (int r : H::checked_ranks(n))
+            CHECK_THAT(res[std::size_t(r)].what, Contains("1001")); // the odd value is shown
+    });
+}
+
+TEST_CASE("ranks that disagree on the layer sizes (same count, same number of layers)", "[misuse]")
+{
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            const std::vector<std::size_t> layers =
+                comm.rank() == odd ? std::vector<std::size_t>{400, 600} : std::vector<std::size_t>{600, 400};
+            oneshot<gradsync::sum, gradsync::ring>(comm, o, count, layers);
+        });
+        expect_mismatch_everywhere<H>(res, odd, {"layer"});
+        for (int r : H::checked_ranks(n)) {
+            const std::string& what = res[std::size_t(r)].what;
+            CHECK_THAT(what, Contains("ranks disagree on the layer sizes: layer 0 has 600 elements on rank 0 and 400 "
+                                      "on rank " + std::to_string(odd)));
+            CHECK_THAT(what, !Contains("fingerprint"));
+        }
+    });
+}
+
+TEST_CASE("ranks that disagree on the number of layers", "[misuse]")
+{
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            const std::vector<std::size_t> layers =
+                comm.rank() == odd ? std::vector<std::size_t>{500, 500} : std::vector<std::size_t>{count};
+            oneshot<gradsync::average, gradsync::recursive_doubling>(comm, o, count, layers);
+        });
+        expect_mismatch_everywhere<H>(res, odd, {"layer"});
+    });
+}
+
+TEST_CASE("ranks that disagree on the element type", "[misuse]")
+{
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            if (comm.rank() == odd)
+                reduce_once<double, H::comm_type, gradsync::sum, gradsync::ring>(comm, o, count);
+            else
+                reduce_once<float, H::comm_type, gradsync::sum, gradsync::ring>(comm, o, count);
+        });
+        expect_mismatch_everywhere<H>(res, odd, {"type"});
+    });
+}
+
+TEST_CASE("ranks that disagree on the policy", "[misuse]")
+{
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            if (comm.rank() == odd)
+                oneshot<gradsync::average, gradsync::ring>(comm, o, count, {});
+            else
+                oneshot<gradsync::sum, gradsync::ring>(comm, o, count, {});
+        });
+        expect_mismatch_everywhere<H>(res, odd, {"policy"});
+    });
+}
+
+TEST_CASE("ranks that disagree on the algorithm", "[misuse]")
+{
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            if (comm.rank() == odd)
+                oneshot<gradsync::sum, gradsync::ring>(comm, o, count, {});
+            else
+                oneshot<gradsync::sum, gradsync::recursive_halving>(comm, o, count, {});
+        });
+        expect_mismatch_everywhere<H>(res, odd, {"algorithm"});
+    });
+}
+
+TEST_CASE("ranks that disagree on the message tag", "[misuse]")
+{
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            gradsync::reducer_options options;
+            options.tag = comm.rank() == odd ? 77 : 78;
+            reduce_once<float, H::comm_type, gradsync::sum, gradsync::recursive_halving>(
+                comm, o, count, gradsync::recursive_halving{}, options);
+        });
+        expect_mismatch_everywhere<H>(res, odd, {"tag"});
+    });
+}
+
+TEST_CASE("ranks whose automatic rules differ (different thresholds) disagree on the algorithm", "[misuse]")
+{
+    // automatic{} picks recursive doubling for one float; automatic{.small_bytes = 0} picks
+    // recursive halving on 2 ranks. If the rule's parameters are not part of the agreement
+    // check, the two plans exchange messages that happen to fit, and the ranks end with
+    // different results (rank 0 adds rank 1's already reduced value to its own) and no error.
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({2}, [](int n, int) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            gradsync::automatic rule;
+            if (comm.rank() == n - 1)
+                rule.small_bytes = 0;
+            oneshot<gradsync::sum>(comm, o, 1, {}, rule);
+        });
+        expect_everywhere<H>(res, kind::mismatch, n - 1);
+    });
+}
+
+TEST_CASE("layer sizes that do not add up to the buffer: usage_error on every rank", "[misuse]")
+{
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        for (bool everyone : {false, true}) {
+            CAPTURE(everyone);
+            const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+                const bool bad = everyone || comm.rank() == odd;
+                const std::vector<std::size_t> layers =
+                    bad ? std::vector<std::size_t>{600, 399} : std::vector<std::size_t>{600, 400};
+                oneshot<gradsync::sum, gradsync::ring>(comm, o, count, layers);
+            });
+            expect_everywhere<H>(res, kind::usage, everyone ? 0 : odd); // names the first bad rank
+            for (int r : H::checked_ranks(n))
+                CHECK_THAT(res[std::size_t(r)].what, Contains("layer", Catch::CaseSensitive::No));
+        }
+    });
+}
+
+TEST_CASE("invalid pipeline options on one rank: usage_error on every rank", "[misuse]")
+{
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        for (bool zero_window : {true, false}) {
+            CAPTURE(zero_window);
+            const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+                gradsync::reducer_options options;
+                if (comm.rank() == odd) {
+                    if (zero_window)
+                        options.pipeline.window = 0;
+                    else
+                        options.pipeline.segment_bytes = 0;
+                }
+                reduce_once<float, H::comm_type, gradsync::sum, gradsync::ring>(comm, o, count, gradsync::ring{},
+                                                                               options);
+            });
+            expect_everywhere<H>(res, kind::usage, odd);
+        }
+    });
+}
