@@ -5,7 +5,7 @@
 // over loopback TCP. Sides
 // (gloo_sides.hpp), on the same buffer, Sum, fp32 then fp16, 4 KiB ... 256 MiB:
 //   gradsync_tuned, gradsync_automatic, gradsync_doubling, gradsync_ring,
-//       gradsync_recursive_halving  a
+//       gradsync_recursive_halving, gradsync_shared_memory  a
 //       persistent reducer with the settings docs/gloo.md gives for Gloo: 1 MiB pipeline
 //       segments, a window of 64 and automatic{.small_bytes = 256 KiB}, over a communicator
 //       that sends messages of up to 64 KiB eagerly (GRADSYNC_BENCH_SEGMENT_KIB,

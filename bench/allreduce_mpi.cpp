@@ -14,6 +14,11 @@
 //       200 calls each, with no untimed calls between: every run starts in the state the
 //       other side left (GRADSYNC_BENCH_REPS=20 by default), 4 KiB ... 1 MiB; with
 //       GRADSYNC_BENCH_FRESH=1 new gradients are written before each call, off the clock.
+//   mpiexec -n 2 bench_allreduce_mpi shared   ranks of one host: shared_memory (each rank's
+//       block combined from the others' copies in a shared region), on a buffer of the
+//       user's and on gradients kept in the plan's buffer(), against MPI_Allreduce,
+//       automatic (message passing) and one memcpy of the same bytes on every rank (the
+//       bound), 4 KiB ... 256 MiB.
 // GRADSYNC_BENCH_THREAD=multiple initialises MPI with MPI_THREAD_MULTIPLE (the level a
 // synchronizer's communication thread asks for) instead of MPI_Init.
 // Rank 0 reports; every side is registered once per repetition, repetitions outermost, in
@@ -27,6 +32,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -102,6 +108,35 @@ void run_gradsync(benchmark::State& state, std::size_t count)
     timed(state, count, [&] { (*reduce)(data); });
 }
 
+// shared_memory on gradients kept in the plan's buffer: no copy in.
+void run_shared_buffer(benchmark::State& state, std::size_t count)
+{
+    gradsync::reducer<float, gradsync::mpi_communicator, gradsync::sum, gradsync::shared_memory> reduce(*comm,
+                                                                                                      layers_of(count));
+    const std::span<float> data = reduce.plan().buffer();
+    std::copy_n(buffer.data(), count, data.data());
+    for (benchmark::IterationCount i = 0; i < warm_up(state); ++i)
+        reduce(data);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (auto _ : state)
+        reduce(data);
+}
+
+// One memcpy of the buffer's bytes, on every rank at once: what reading and writing M bytes
+// costs with both cores busy, the bound for an allreduce that must at least write its result.
+void run_memcpy(benchmark::State& state, std::size_t count)
+{
+    static std::vector<float> copy;
+    copy.resize(buffer.size());
+    std::memcpy(copy.data(), buffer.data(), count * sizeof(float));
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (auto _ : state) {
+        std::memcpy(copy.data(), buffer.data(), count * sizeof(float));
+        benchmark::DoNotOptimize(copy.data());
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 void run_mpi(benchmark::State& state, std::size_t count)
 {
     for (benchmark::IterationCount i = 0; i < warm_up(state); ++i)
@@ -132,9 +167,10 @@ int main(int argc, char** argv)
         const bool adasum = argc > 1 && std::string(argv[1]) == "adasum";
         bursts = argc > 1 && std::string(argv[1]) == "bursts";
         alternate = argc > 1 && std::string(argv[1]) == "alternate";
+        const bool shared = argc > 1 && std::string(argv[1]) == "shared";
         const char* fresh_env = std::getenv("GRADSYNC_BENCH_FRESH");
         fresh = alternate && fresh_env && std::string(fresh_env) == "1";
-        if (adasum || bursts || alternate)
+        if (adasum || bursts || alternate || shared)
             argv[1] = argv[0], --argc, ++argv;
         const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : alternate ? 20 : 5;
         if (const char* layers_env = std::getenv("GRADSYNC_BENCH_LAYERS"))
@@ -164,6 +200,13 @@ int main(int argc, char** argv)
                          {"sum_automatic", run_gradsync<sum, automatic>},
                          {"adasum_automatic", run_gradsync<gradsync::adasum, automatic>},
                      }
+                   : shared ? std::vector<std::pair<std::string, side_fn>>{
+                                  {"mpi_allreduce", run_mpi},
+                                  {"automatic", run_gradsync<sum, automatic>},
+                                  {"shared_memory", run_gradsync<sum, shared_memory>},
+                                  {"shared_memory_buffer", run_shared_buffer},
+                                  {"memcpy", run_memcpy},
+                              }
                    : bursts || alternate ? std::vector<std::pair<std::string, side_fn>>{
                                   {"mpi_allreduce", run_mpi},
                                   {"automatic", run_gradsync<sum, automatic>},

@@ -168,6 +168,8 @@ inline std::vector<side> all_sides(gloo_world& w, const gloo_settings& s)
             {"gradsync_ring", gradsync_side(w, comm("gradsync_ring"), gradsync::ring{}, s.options), false},
             {"gradsync_recursive_halving",
              gradsync_side(w, comm("gradsync_recursive_halving"), gradsync::recursive_halving{}, s.options), false},
+            {"gradsync_shared_memory",
+             gradsync_side(w, comm("gradsync_shared_memory"), gradsync::shared_memory{}, s.options), false},
             {"gloo_ring", classic_side<gloo::AllreduceRing>(w, "gloo_ring"), true},
             {"gloo_ring_chunked", classic_side<gloo::AllreduceRingChunked>(w, "gloo_ring_chunked"), true},
             {"gloo_halving_doubling", classic_side<gloo::AllreduceHalvingDoubling>(w, "gloo_halving_doubling"), true},

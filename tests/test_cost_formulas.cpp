@@ -217,6 +217,8 @@ const std::vector<formula_case> cases{
      [](int n, int, std::size_t layers, const auto& l, const auto&) { return gp::ring_adasum_cost(l, n, layers); }},
     {"adasum_recursive_doubling.hpp", false,
      [](int n, int, std::size_t, const auto& l, const auto&) { return gp::recursive_doubling_adasum_cost(l, n); }},
+    {"shared_memory.hpp", false,
+     [](int n, int, std::size_t, const auto& l, const auto&) { return gp::shared_memory_cost(l, n); }},
     {"binomial_tree.hpp", false,
      [](int n, int, std::size_t, const auto& l, const auto&) { return gp::binomial_tree_cost(l, n); }},
     {"scatter_allgather.hpp", false,
@@ -304,6 +306,9 @@ TEST_CASE("the new cost models validate their arguments as the others do", "[cos
     CHECK_THROWS_AS(gp::recursive_doubling_adasum_cost(negative, 2), gradsync::usage_error);
     CHECK_THROWS_AS(gp::binomial_tree_cost(ok, 0), gradsync::usage_error);
     CHECK_THROWS_AS(gp::scatter_allgather_cost(negative, 2), gradsync::usage_error);
+    CHECK_THROWS_AS(gp::shared_memory_cost(ok, 0), gradsync::usage_error);
+    CHECK_THROWS_AS(gp::shared_memory_cost(negative, 2), gradsync::usage_error);
+    CHECK(gp::shared_memory_cost(ok, 1).a == 0.0);
     CHECK(gp::binomial_tree_cost(ok, 1).a == 0.0);
     CHECK(gp::scatter_allgather_cost(ok, 1).b == 0.0);
     CHECK(gp::recursive_doubling_cost(ok, 1).a == 0.0);

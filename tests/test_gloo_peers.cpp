@@ -10,10 +10,13 @@
 #include <gloo/rendezvous/file_store.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iterator>
 #include <span>
@@ -21,7 +24,9 @@
 #include <thread>
 #include <vector>
 
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -680,6 +685,122 @@ TEST_CASE("every algorithm sums exactly over eager messages, 3 ranks", "[gloo]")
                 return o;
         }
         return "";
+    });
+    check_all(out);
+}
+
+// shared_memory between processes: the region is made through this communicator, and what
+// ends a wait on a peer's flag.
+namespace {
+
+using shared_reducer = gradsync::reducer<float, gloo_communicator, gradsync::sum, gradsync::shared_memory>;
+
+// The names of this process's mappings of gradsync's regions, as /proc/self/maps shows them.
+std::vector<std::string> regions_mapped()
+{
+    std::ifstream maps("/proc/self/maps");
+    std::vector<std::string> names;
+    for (std::string line; std::getline(maps, line);)
+        if (const auto at = line.find("/memfd:gradsync"); at != std::string::npos)
+            names.push_back(line.substr(at));
+    return names;
+}
+
+} // namespace
+
+TEST_CASE("shared_memory: a peer killed by SIGKILL ends the wait in a communication_error naming it, and its "
+          "region has no name to leave behind",
+          "[gloo][shared]")
+{
+    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
+        gloo_communicator comm(connect(timeout_of(milliseconds(60000)))); // no deadline: only the exit ends the wait
+        shared_reducer reduce(comm, 4096);
+        if (reduce.plan().direct())
+            return "processes read each other's buffers by address";
+        // The region is an anonymous file (a memfd): no name in /dev/shm or anywhere else, so
+        // the kernel frees it with the last process that maps it, killed or not.
+        if (regions_mapped() != std::vector<std::string>{"/memfd:gradsync (deleted)"})
+            return "the region is not one anonymous file";
+        std::vector<float> x(4096, 1.0f);
+        reduce(std::span<float>(x));
+        if (x != std::vector<float>(4096, 2.0f))
+            return "the first call did not sum";
+        if (rank == 1)
+            ::kill(::getpid(), SIGKILL);
+        const std::string e = thrown([&] { reduce(std::span<float>(x)); });
+        return starts(e, "communication_error: ") &&
+                e.find("call 2: waiting for the data of rank 1: its process (pid ") != std::string::npos &&
+                e.find(") has exited") != std::string::npos
+            ? ""
+            : "expected a communication_error naming rank 1's exit, got \"" + e + "\"";
+    });
+    CHECK(out[0] == "");
+    CHECK(out[1] == "rank 1 was killed by signal " + std::to_string(SIGKILL));
+    CHECK(regions_mapped().empty());
+}
+
+TEST_CASE("shared_memory: a peer that stalls ends the wait in deadline_error naming it, and its late call finds "
+          "the waiter gone",
+          "[gloo][shared]")
+{
+    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
+        gradsync::gloo_options options;
+        options.deadline = milliseconds(300);
+        gloo_communicator comm(connect(timeout_of(milliseconds(30000))), options);
+        shared_reducer reduce(comm, 4096);
+        std::vector<float> x(4096, 1.0f);
+        if (rank == 1) {
+            std::this_thread::sleep_for(milliseconds(1000));
+            const std::string e = thrown([&] { reduce(std::span<float>(x)); });
+            return starts(e, "aborted_error: ") && e.find("of rank 0: that rank left the call with an error") != std::string::npos
+                ? ""
+                : "rank 1 expected aborted_error naming rank 0, got \"" + e + "\"";
+        }
+        const std::string e = thrown([&] { reduce(std::span<float>(x)); });
+        // Rank 1 reads rank 0's region after rank 0's call failed: the plan stays until then.
+        std::this_thread::sleep_for(milliseconds(1500));
+        return starts(e, "deadline_error: ") &&
+                e.find("call 1: waiting for the data of rank 1: it did not come within 0.3") != std::string::npos
+            ? ""
+            : "rank 0 expected deadline_error naming rank 1, got \"" + e + "\"";
+    });
+    check_all(out);
+}
+
+TEST_CASE("shared_memory: ranks in another PID namespace (as in another container) get a usage_error on every "
+          "rank, naming the rank and the reason",
+          "[gloo][shared]")
+{
+    if (::geteuid() != 0) {
+        WARN("not root: no PID namespace to try");
+        return;
+    }
+    const auto out = run_ranks(2, [](int rank, const connector& connect) -> outcome {
+        auto attempt = [&]() -> outcome {
+            gloo_communicator comm(connect(timeout_of(milliseconds(30000))));
+            const std::string e = thrown([&] { shared_reducer reduce(comm, 4096); });
+            const std::string want = "usage_error: gradsync::shared_memory (rank " + std::to_string(rank) +
+                " of 2): the ranks cannot share memory: rank 1 could not open rank 0's shared file through /proc (";
+            return starts(e, want) ? "" : "expected \"" + want + "...\", got \"" + e + "\"";
+        };
+        if (rank == 0)
+            return attempt();
+        // Rank 1 runs in a PID namespace of its own, with its own /proc, in a grandchild.
+        if (::unshare(CLONE_NEWPID | CLONE_NEWNS) != 0)
+            return std::string("unshare: ") + std::strerror(errno);
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+                ::mount("proc", "/proc", "proc", 0, nullptr) != 0)
+                ::_exit(2);
+            const outcome o = attempt();
+            if (!o.empty())
+                std::fprintf(stderr, "rank 1, in its PID namespace: %s\n", o.c_str());
+            ::_exit(o.empty() ? 0 : 1);
+        }
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "" : "rank 1's attempt failed (see its line)";
     });
     check_all(out);
 }

@@ -34,6 +34,8 @@ constexpr bool rows_give_the_named_plans()
     static_assert(std::is_same_v<host_plan<T, automatic, sum>, automatic_plan<T, C, sum, host_memory>>);
     static_assert(std::is_same_v<host_plan<T, tuned, average>, tuned_plan<T, C, average>>);
     static_assert(!has_plan<T, C, tuned, adasum>);
+    static_assert(std::is_same_v<host_plan<T, shared_memory, sum>, shared_memory_plan<T, C, sum>>);
+    static_assert(!has_plan<T, C, shared_memory, adasum>);
     return true;
 }
 
@@ -59,7 +61,8 @@ constexpr bool every_row()
     using namespace gradsync;
     return every_policy<T, ring>() && every_policy<T, recursive_halving>() && every_policy<T, recursive_doubling>() &&
         every_policy<T, hierarchical>() && every_policy<T, automatic>() && models_the_contract<T, tuned, sum>() &&
-        models_the_contract<T, tuned, average>();
+        models_the_contract<T, tuned, average>() && models_the_contract<T, shared_memory, sum>() &&
+        models_the_contract<T, shared_memory, average>();
 }
 
 // A policy that is neither elementwise nor Adasum, and a type that is no algorithm.
@@ -105,6 +108,7 @@ TEST_CASE("the front doors' concepts admit the library's policies and algorithms
     STATIC_REQUIRE(allreduce_algorithm<hierarchical>);
     STATIC_REQUIRE(allreduce_algorithm<automatic>);
     STATIC_REQUIRE(allreduce_algorithm<tuned>);
+    STATIC_REQUIRE(allreduce_algorithm<shared_memory>);
     STATIC_REQUIRE_FALSE(allreduce_algorithm<sum>);
     STATIC_REQUIRE_FALSE(allreduce_algorithm<not_an_algorithm>);
     STATIC_REQUIRE_FALSE(has_plan<float, local_communicator, ring, median_policy>);

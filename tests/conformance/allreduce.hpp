@@ -3,11 +3,12 @@
 // TEST_CASEs. For each N the harness runs (local_group: {1..16, 24, 32}, {1..8, 12, 16} under
 // sanitizers; a launched job: the launcher's N):
 //  - the matrix: counts {0, 1, 2, 7, 1000, 65537, N-1} x {fp16, bf16, fp32, fp64} x {ring,
-//    recursive_halving, recursive_doubling, automatic} x {sum, average}, each through the
+//    recursive_halving, recursive_doubling, automatic, shared_memory} x {sum, average}, each through the
 //    one-shot allreduce (uneven layers) and a reducer called three times (integer, random,
 //    integer data); one TEST_CASE per (algorithm, type), so CTest runs them in parallel;
 //  - automatic's choice around its thresholds, against its documented rule restated here;
-//  - pipelined messages: 64-byte segments, window 2;
+//  - pipelined messages: 64-byte segments, window 2 (the message-passing algorithms);
+//  - shared_memory's result equal to ring's, bit for bit, on random data;
 //  - NaN and Inf as IEEE arithmetic says, NaN payloads alike on every rank.
 // Checks (docs/semantics.md): integer-valued data gives exactly the independent reference
 // (reference.hpp); non-integer data is within a rounding bound of a double reference; every
@@ -51,6 +52,7 @@ void for_each_algorithm(F&& f)
     f(gradsync::recursive_halving{});
     f(gradsync::recursive_doubling{});
     f(gradsync::automatic{});
+    f(gradsync::shared_memory{});
 }
 
 inline const char* policy_name(bool average) { return average ? "average" : "sum"; }
@@ -318,7 +320,7 @@ void run_nan_inf()
         return i == 3 || i == 5 || i == 11 || i == 13 ? is_nan : i == 7 ? pos_inf : i == 9 ? neg_inf : finite;
     };
     for (int n : H::sizes({2, 3, 5, 8})) {
-        std::vector<per_rank<T>> out(8, per_rank<T>(std::size_t(n)));
+        std::vector<per_rank<T>> out(10, per_rank<T>(std::size_t(n)));
         const std::string escaped = H::run(n, [&](comm_type& comm) {
             std::size_t k = 0;
             for_each_algorithm([&](auto algo) {
@@ -336,7 +338,7 @@ void run_nan_inf()
         }
         if (!escaped.empty())
             continue;
-        const char* names[] = {"ring", "recursive_halving", "recursive_doubling", "automatic"};
+        const char* names[] = {"ring", "recursive_halving", "recursive_doubling", "automatic", "shared_memory"};
         const int r = H::checked_rank();
         for (std::size_t k = 0; k < out.size(); ++k) {
             const bool average = k % 2 == 1;
@@ -370,6 +372,41 @@ void run_nan_inf()
     }
 }
 
+// shared_memory combines each block in the ring's order (docs/semantics.md), so on random
+// data, where the order shows in the last bits, it gives ring's result bit for bit: fp16,
+// whose every combine rounds, and fp64, uneven counts, sum and average.
+template <class H, class T>
+void run_shared_memory_as_ring()
+{
+    using comm_type = typename H::comm_type;
+    const std::vector<std::size_t> counts{5, 1000, 65537};
+    for (int n : H::sizes({2, 3, 4, 5, 8})) {
+        std::vector<per_rank<T>> shared(counts.size() * 2, per_rank<T>(std::size_t(n))), ring = shared;
+        const std::string escaped = H::run(n, [&](comm_type& comm) {
+            const auto r = std::size_t(comm.rank());
+            for (std::size_t c = 0; c < counts.size(); ++c)
+                for (bool average : {false, true})
+                    with_policy(average, [&](auto policy) {
+                        const std::size_t k = c * 2 + (average ? 1 : 0);
+                        std::vector<T> a = ref::random_data<T>(77 + c, comm.rank(), counts[c]), b = a;
+                        gradsync::allreduce(comm, std::span<T>(a), policy, gradsync::shared_memory{});
+                        gradsync::allreduce(comm, std::span<T>(b), policy, gradsync::ring{});
+                        shared[k][r] = std::move(a);
+                        ring[k][r] = std::move(b);
+                    });
+        });
+        INFO(ref::type_name<T>() << ", N " << n);
+        CHECK(escaped == "");
+        if (!escaped.empty())
+            continue;
+        const auto here = std::size_t(H::checked_rank());
+        for (std::size_t k = 0; k < shared.size(); ++k) {
+            INFO("count " << counts[k / 2] << ", " << policy_name(k % 2 == 1));
+            CHECK(ref::first_difference(shared[k][here], ring[k][here]) == "");
+        }
+    }
+}
+
 } // namespace conformance
 
 // Unqualified, as the type lists below name it: Catch2 puts the name into the CTest test names.
@@ -397,6 +434,10 @@ GRADSYNC_CONFORMANCE_MATRIX_CASE(automatic, gradsync::half, "fp16")
 GRADSYNC_CONFORMANCE_MATRIX_CASE(automatic, gradsync::bfloat16, "bf16")
 GRADSYNC_CONFORMANCE_MATRIX_CASE(automatic, float, "fp32")
 GRADSYNC_CONFORMANCE_MATRIX_CASE(automatic, double, "fp64")
+GRADSYNC_CONFORMANCE_MATRIX_CASE(shared_memory, gradsync::half, "fp16")
+GRADSYNC_CONFORMANCE_MATRIX_CASE(shared_memory, gradsync::bfloat16, "bf16")
+GRADSYNC_CONFORMANCE_MATRIX_CASE(shared_memory, float, "fp32")
+GRADSYNC_CONFORMANCE_MATRIX_CASE(shared_memory, double, "fp64")
 
 TEMPLATE_TEST_CASE("automatic: recursive doubling for small vectors, halving or ring for large ones",
                    "[allreduce][automatic]", half, gradsync::bfloat16, float, double)
@@ -416,6 +457,12 @@ GRADSYNC_CONFORMANCE_PIPELINE_CASE(ring)
 GRADSYNC_CONFORMANCE_PIPELINE_CASE(recursive_halving)
 GRADSYNC_CONFORMANCE_PIPELINE_CASE(recursive_doubling)
 GRADSYNC_CONFORMANCE_PIPELINE_CASE(automatic)
+
+TEMPLATE_TEST_CASE("shared_memory gives ring's bits: each block in the ring's order", "[allreduce][shared]", half,
+                   double)
+{
+    conformance::run_shared_memory_as_ring<conformance::harness, TestType>();
+}
 
 TEMPLATE_TEST_CASE("NaN and Inf propagate as IEEE arithmetic says, without hanging", "[allreduce][nan]", half,
                    gradsync::bfloat16, float, double)

@@ -28,11 +28,16 @@
 // let go (the synchronizer's destructor after its deadline). The communicator stays out of
 // step with its peers for good.
 //
+// Optional: c.deadline() -> std::chrono::nanoseconds, the longest a wait may block (zero: no
+// limit), and c.released() -> bool, whether release() was called (or, in a local_group, another
+// rank failed): waits outside the transport, on a shared region's flags, keep to both.
+//
 // A transport that can see the peer's next message, and finds it stamped for another reducer
 // or call of the same base (tags::foreign) while it waits for a receive, throws
 // foreign_message_error instead of waiting for a message that is not coming.
 #pragma once
 
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <limits>
@@ -81,6 +86,24 @@ int tag_limit(const C& c)
         return c.tag_limit();
     else
         return tags::base_mask;
+}
+
+template <communicator C>
+std::chrono::nanoseconds wait_deadline(const C& c)
+{
+    if constexpr (requires { { c.deadline() } -> std::convertible_to<std::chrono::nanoseconds>; })
+        return c.deadline();
+    else
+        return std::chrono::nanoseconds(0);
+}
+
+template <communicator C>
+bool is_released(const C& c)
+{
+    if constexpr (requires { { c.released() } -> std::convertible_to<bool>; })
+        return c.released();
+    else
+        return false;
 }
 
 template <communicator C>

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <span>
 
@@ -38,6 +39,8 @@ public:
     {
         parent_->release();
     }
+    bool released() const { return gradsync::is_released(*parent_); }
+    std::chrono::nanoseconds deadline() const { return gradsync::wait_deadline(*parent_); }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {

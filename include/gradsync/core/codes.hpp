@@ -12,7 +12,7 @@ namespace gradsync::codes {
 
 // Algorithms: allreduce, GPU-only, broadcasts.
 inline constexpr std::uint32_t automatic = 0, ring = 1, recursive_halving = 2, recursive_doubling = 3,
-                               hierarchical = 4, tuned = 5;
+                               hierarchical = 4, tuned = 5, shared_memory = 6;
 inline constexpr std::uint32_t nccl_passthrough = 16;
 inline constexpr std::uint32_t automatic_broadcast = 32, binomial_tree = 33, scatter_allgather = 34;
 
@@ -32,7 +32,7 @@ constexpr bool distinct(const std::uint32_t (&c)[N]) noexcept
 }
 
 inline constexpr std::uint32_t algorithms[] = {automatic,         ring,          recursive_halving,
-                                               recursive_doubling, hierarchical, tuned,
+                                               recursive_doubling, hierarchical, tuned, shared_memory,
                                                nccl_passthrough,  automatic_broadcast, binomial_tree,
                                                scatter_allgather};
 inline constexpr std::uint32_t policies[] = {sum, average, adasum};

@@ -11,8 +11,8 @@
 // (selector/plan_table.hpp) chooses it; data is P::data_type (std::span<T> for host memory, a
 // device_span for a memory space). Every message of a run carries `tag`, the call's tag
 // (core/tags.hpp), which the reducer stamps with its identity and call number. Building a plan is
-// local: the reducer checks that every rank builds the same one (collective/verify.hpp) before it
-// builds it.
+// local (shared_memory's alone sends messages, to make its shared region): the reducer checks
+// that every rank builds the same one (collective/verify.hpp) before it builds it.
 //
 // Every plan's header includes this one, which brings what they all use: the communicator
 // concept, layouts, element types, schedules, exchanges and host memory.

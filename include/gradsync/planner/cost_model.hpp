@@ -116,6 +116,16 @@ inline linear_cost recursive_doubling_cost(const link_parameters& link, int rank
     return c;
 }
 
+// shared_memory over the host's memory as the link: alpha a flag, beta a byte copied, gamma a
+// byte combined; the gradients in the plan's buffer.
+inline linear_cost shared_memory_cost(const link_parameters& link, int ranks)
+{
+    detail::check_link(link, "gradsync::planner::shared_memory_cost");
+    detail::check_ranks(ranks, "gradsync::planner::shared_memory_cost");
+    const double n = ranks, f = (n - 1) / n;
+    return {2 * (n - 1) * link.alpha, f * link.beta + f * link.gamma};
+}
+
 inline linear_cost hierarchical_cost(const link_parameters& intra, const link_parameters& inter, int ranks,
                                      int ranks_per_node)
 {

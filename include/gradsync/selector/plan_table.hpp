@@ -11,6 +11,7 @@
 //   hierarchical        hierarchical_plan                 hierarchical_plan
 //   automatic           automatic_plan wherever its three candidates have plans
 //   tuned               tuned_plan (host memory only)     none (selector/tuned.hpp says why)
+//   shared_memory       shared_memory_plan (host memory)  none yet
 //   nccl_passthrough    (algorithm/nccl_passthrough.hpp: NCCL's memory only)
 //
 // Broadcasts have no policy: a broadcast_row<Algorithm> (plan/broadcast_plan.hpp) names one plan
@@ -42,6 +43,7 @@
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
 #include <gradsync/algorithm/scatter_allgather.hpp>
+#include <gradsync/algorithm/shared_memory.hpp>
 #include <gradsync/core/broadcast_element.hpp>
 #include <gradsync/core/types.hpp>
 #include <gradsync/memory/host_memory.hpp>
@@ -104,6 +106,19 @@ struct plan_row<hierarchical> {
     {
         if constexpr (Memory::template combines<Policy> || is_adasum<Policy>)
             return std::type_identity<hierarchical_plan<T, C, Policy, Memory>>{};
+        else
+            return std::type_identity<no_plan>{};
+    }
+};
+
+template <>
+struct plan_row<shared_memory> {
+    static constexpr bool exists = true;
+    template <element T, class C, class Policy, class Memory>
+    static auto select()
+    {
+        if constexpr (std::is_same_v<Memory, host_memory> && Memory::template combines<Policy>)
+            return std::type_identity<shared_memory_plan<T, C, Policy>>{};
         else
             return std::type_identity<no_plan>{};
     }

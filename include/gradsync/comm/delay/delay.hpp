@@ -116,6 +116,8 @@ public:
     {
         inner_->release();
     }
+    bool released() const { return gradsync::is_released(*inner_); }
+    std::chrono::nanoseconds deadline() const { return gradsync::wait_deadline(*inner_); }
     int ranks_per_node() const
         requires requires(const C& c) { { c.ranks_per_node() } -> std::convertible_to<int>; }
     {

@@ -173,6 +173,12 @@ public:
 
     // Ends every wait, now and later, with aborted_error (comm/communicator.hpp); any thread.
     void release() noexcept { watchdog_.release(); }
+    bool released() const noexcept { return watchdog_.released(); }
+    // The longest a wait may block: gloo_options::deadline, else the context's timeout.
+    std::chrono::milliseconds deadline() const
+    {
+        return options_.deadline.count() ? options_.deadline : context_->getTimeout();
+    }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {
@@ -272,11 +278,6 @@ private:
     static constexpr std::uint64_t mailbox_slot = 0xffffffff, count_slot = 0xfffffffe, sentinel_slot = 0xfffffffd;
 
     // --- waiting
-
-    std::chrono::milliseconds deadline() const
-    {
-        return options_.deadline.count() ? options_.deadline : context_->getTimeout();
-    }
 
     // Waits for b's send or receive with `peer`, at most what is left of the deadline since
     // start; false when release() ended it. Gloo's failures, the pair's included where Gloo

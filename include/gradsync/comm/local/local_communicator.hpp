@@ -87,6 +87,13 @@ public:
     // Whether isend/irecv take device memory (local_options::copy).
     bool device_memory() const noexcept { return options_->copy.device_memory; }
     int tag_limit() const noexcept { return INT_MAX; }
+    std::chrono::nanoseconds deadline() const noexcept { return options_->deadline; }
+    // Whether this rank was released, by release() or because another rank failed.
+    bool released() const noexcept
+    {
+        return (*ranks_)[rank_].released.load(std::memory_order_acquire) ||
+            ranks_->aborted.load(std::memory_order_acquire);
+    }
 
     // Ends this rank's waits, now and later in this run(), with aborted_error; any thread.
     void release() noexcept

@@ -128,6 +128,8 @@ public:
     const mpi_options& options() const noexcept { return options_; }
     // Ends every wait, now and later, with aborted_error (comm/communicator.hpp); any thread.
     void release() noexcept { released_.store(true, std::memory_order_relaxed); }
+    bool released() const noexcept { return released_.load(std::memory_order_relaxed); }
+    std::chrono::nanoseconds deadline() const noexcept { return options_.deadline; }
     // Ranks per node (hierarchical{.ranks_per_node = 0}); collective.
     int ranks_per_node() const { return mpi_ranks_per_node(MPI_Comm(comm_), "gradsync::boost_mpi_communicator"); }
 

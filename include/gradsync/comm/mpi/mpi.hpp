@@ -231,6 +231,8 @@ public:
 
     // Ends every wait, now and later, with aborted_error (comm/communicator.hpp); any thread.
     void release() noexcept { released_.store(true, std::memory_order_relaxed); }
+    bool released() const noexcept { return released_.load(std::memory_order_relaxed); }
+    std::chrono::nanoseconds deadline() const noexcept { return options_.deadline; }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {
