@@ -2,9 +2,9 @@
 // when a plan is built, so that ranks of one host read each other's data where it lies.
 //
 // Rank 0 makes an anonymous file (memfd_create) and writes a random key at its start; every
-// other rank opens it through /proc/<rank 0's pid>/fd/<n>, maps it and checks the key. The
-// file has no name (nothing in /dev/shm) and the kernel frees it when the last rank unmaps
-// it or exits, SIGKILL included, so nothing is ever left behind. Rank 0 closes its descriptor
+// other rank opens it through /proc/PID/fd/N (rank 0's process and descriptor), maps it and
+// checks the key. The file has no name (nothing in /dev/shm) and the kernel frees it when the
+// last rank unmaps it or exits, SIGKILL included, so nothing is ever left behind. Rank 0 closes its descriptor
 // once every rank has answered. A rank that cannot map it (another host or PID namespace,
 // /proc hidden, no memory) says why, and rank 0 tells every rank the verdict, so the region is
 // usable on every rank or on none.
