@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -109,10 +110,12 @@ TEST_CASE("a peer that fails releases the ranks waiting on its flag", "[shared]"
 {
     gradsync::local_group group(3); // no deadline: only the release ends the waits
     std::vector<std::string> out(3);
+    std::latch built(3); // rank 1 fails once every rank has built its plan, not during it
     const std::string escaped = [&] {
         try {
             group.run([&](local_communicator& comm) {
                 shared_reducer reduce(comm, 64);
+                built.arrive_and_wait();
                 if (comm.rank() == 1)
                     throw std::runtime_error("rank 1's own failure");
                 std::vector<float> x(64, 1.0f);
@@ -146,7 +149,7 @@ TEST_CASE("a call after a peer left one with an error is refused, and no buffer 
                 first[0] = thrown([&] { reduce(std::span<float>(x)); });
         }
         if (comm.rank() == 1)
-            std::this_thread::sleep_for(std::chrono::milliseconds(300)); // past rank 0's deadline
+            std::this_thread::sleep_for(std::chrono::milliseconds(1000)); // well past rank 0's deadline
         std::vector<float> y(4096, 3.0f);
         second[std::size_t(comm.rank())] = thrown([&] { reduce(std::span<float>(y)); });
     });
