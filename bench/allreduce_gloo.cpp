@@ -7,7 +7,8 @@
 //   gradsync_tuned, gradsync_automatic, gradsync_doubling, gradsync_ring,
 //       gradsync_recursive_halving, gradsync_shared_memory  a
 //       persistent reducer with the settings docs/gloo.md gives for Gloo: 1 MiB pipeline
-//       segments, a window of 64 and automatic{.small_bytes = 256 KiB}, over a communicator
+//       segments, a window of 64 and automatic{.small_bytes = 256 KiB, .share_memory = false}
+//       (message passing), over a communicator
 //       that sends messages of up to 64 KiB eagerly (GRADSYNC_BENCH_SEGMENT_KIB,
 //       GRADSYNC_BENCH_WINDOW, GRADSYNC_BENCH_SMALL_KIB and GRADSYNC_BENCH_EAGER_KIB change
 //       them);
@@ -15,7 +16,8 @@
 //       its own, are a trainer's first; its rule is gradsync_automatic's; rank 0 says on
 //       stderr what it chose and what it measured; GRADSYNC_BENCH_TUNED_ROUNDS changes
 //       tuned::rounds);
-//   gradsync_defaults  automatic with the library's default reducer and communicator
+//   gradsync_defaults  automatic{.share_memory = false} with the library's default reducer and
+//       communicator
 //       options;
 //   gradsync_sends_first  gradsync_automatic with pipeline_options::order sends_first, so
 //       its exchanges post their sends first as over MPI;

@@ -1,5 +1,6 @@
-// local_group allreduce (Sum, fp32, automatic) against a memcpy of the same bytes,
-// 4 KiB ... 256 MiB, for 2 and 4 ranks as threads of this process.
+// local_group allreduce (Sum, fp32, automatic: shared memory between the threads) and the same
+// with automatic{.share_memory = false} (messages through the local_group's mailboxes) against
+// a memcpy of the same bytes, 4 KiB ... 256 MiB, for 2 and 4 ranks as threads of this process.
 // Rank 0 drives Google Benchmark; before each benchmark a barrier tells the other ranks its
 // size and (fixed) iteration count, and they run that many allreduces alongside, so one
 // benchmark iteration is one allreduce on every rank. Sides interleave by repetition.
@@ -35,6 +36,7 @@ void run_group(int ranks, const std::vector<std::size_t>& all_sizes, int reps, g
     std::barrier sync(ranks);
     std::atomic<std::size_t> command{0}; // bytes of the next benchmark; 0 ends the run
     std::atomic<std::int64_t> iterations{0};
+    std::atomic<bool> shares{true}; // the next benchmark's automatic::share_memory
 
     group.run([&](gradsync::local_communicator& comm) {
         auto& mine = data[std::size_t(comm.rank())];
@@ -44,7 +46,8 @@ void run_group(int ranks, const std::vector<std::size_t>& all_sizes, int reps, g
                 const std::size_t bytes = command.load();
                 if (bytes == 0)
                     return;
-                gradsync::reducer<float, gradsync::local_communicator> reduce(comm, bytes / sizeof(float));
+                gradsync::reducer<float, gradsync::local_communicator> reduce(
+                    comm, bytes / sizeof(float), gradsync::automatic{.share_memory = shares.load()});
                 const std::span<float> v(mine.data(), bytes / sizeof(float));
                 for (std::int64_t i = iterations.load(); i > 0; --i)
                     reduce(v);
@@ -65,20 +68,23 @@ void run_group(int ranks, const std::vector<std::size_t>& all_sizes, int reps, g
                     ->Iterations(iters)
                     ->UseRealTime()
                     ->Unit(benchmark::kMicrosecond);
-                benchmark::RegisterBenchmark(
-                    gradsync_bench::bench_name("allreduce_" + tag, bytes, rep).c_str(),
-                    [&, bytes, iters](benchmark::State& s) {
-                        command.store(bytes);
-                        iterations.store(iters);
-                        sync.arrive_and_wait(); // announce: others plan their reducer
-                        gradsync::reducer<float, gradsync::local_communicator> reduce(comm, bytes / sizeof(float));
-                        const std::span<float> v(mine.data(), bytes / sizeof(float));
-                        for (auto _ : s)
-                            reduce(v);
-                    })
-                    ->Iterations(iters)
-                    ->UseRealTime()
-                    ->Unit(benchmark::kMicrosecond);
+                for (const bool share : {true, false})
+                    benchmark::RegisterBenchmark(
+                        gradsync_bench::bench_name((share ? "allreduce_" : "messages_") + tag, bytes, rep).c_str(),
+                        [&, bytes, iters, share](benchmark::State& s) {
+                            command.store(bytes);
+                            iterations.store(iters);
+                            shares.store(share);
+                            sync.arrive_and_wait(); // announce: others plan their reducer
+                            gradsync::reducer<float, gradsync::local_communicator> reduce(
+                                comm, bytes / sizeof(float), gradsync::automatic{.share_memory = share});
+                            const std::span<float> v(mine.data(), bytes / sizeof(float));
+                            for (auto _ : s)
+                                reduce(v);
+                        })
+                        ->Iterations(iters)
+                        ->UseRealTime()
+                        ->Unit(benchmark::kMicrosecond);
             }
         benchmark::RunSpecifiedBenchmarks(&table);
         benchmark::ClearRegisteredBenchmarks();
@@ -99,8 +105,8 @@ int main(int argc, char** argv)
         gradsync_bench::median_table table;
         run_group(ranks, all, reps, table);
         std::printf("\nlocal_group, %d ranks, fp32 Sum, automatic", ranks);
-        table.print({"memcpy", "allreduce_" + std::to_string(ranks) + "ranks"}, "memcpy", all,
-                    2.0 * (ranks - 1) / ranks);
+        table.print({"memcpy", "allreduce_" + std::to_string(ranks) + "ranks", "messages_" + std::to_string(ranks) + "ranks"},
+                    "memcpy", all, 2.0 * (ranks - 1) / ranks);
     }
     return 0;
 }

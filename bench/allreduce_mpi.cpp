@@ -3,8 +3,9 @@
 //       algorithm) against MPI_Allreduce(MPI_IN_PLACE, ..., MPI_SUM), 4 KiB ... 256 MiB;
 //       automatic_deadline is automatic over a communicator with a 60 s deadline, whose
 //       waits read the clock (automatic's has none);
-//   mpiexec -n 2 bench_allreduce_mpi adasum   Adasum against Sum on the same algorithm and
-//       layout (GRADSYNC_BENCH_LAYERS near-equal layers, 16 by default), 64 KiB ... 64 MiB.
+//   mpiexec -n 2 bench_allreduce_mpi adasum   Adasum against Sum on the same algorithm
+//       (recursive_halving, ring, automatic, shared_memory) and layout (GRADSYNC_BENCH_LAYERS
+//       near-equal layers, 16 by default), 64 KiB ... 64 MiB.
 //   mpiexec -n 2 bench_allreduce_mpi bursts   the Sum comparison as a trainer sees it: each
 //       timed allreduce follows a burst of other work (GRADSYNC_BENCH_BURST_MIB, 16 by
 //       default, streamed through memory as a layer's backward would) and new gradients
@@ -21,6 +22,7 @@
 //       bound), 4 KiB ... 256 MiB.
 // GRADSYNC_BENCH_THREAD=multiple initialises MPI with MPI_THREAD_MULTIPLE (the level a
 // synchronizer's communication thread asks for) instead of MPI_Init.
+// automatic is always automatic{.share_memory = false}: message passing.
 // Rank 0 reports; every side is registered once per repetition, repetitions outermost, in
 // an order shuffled for each repetition (alternate mode keeps its turns), so the sides
 // interleave in time. The closing tables give medians, algbw, busbw and ratios.
@@ -38,6 +40,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "median_table.hpp"
@@ -91,7 +94,12 @@ template <class Policy, class Algorithm, bool deadline = false>
 void run_gradsync(benchmark::State& state, std::size_t count)
 {
     using reducer = gradsync::reducer<float, gradsync::mpi_communicator, Policy, Algorithm>;
-    const auto made = [&] { return std::make_shared<reducer>(deadline ? *comm_with_deadline : *comm, layers_of(count)); };
+    Algorithm algorithm{};
+    if constexpr (std::is_same_v<Algorithm, gradsync::automatic>)
+        algorithm.share_memory = false; // message passing: shared_memory is a side of its own
+    const auto made = [&] {
+        return std::make_shared<reducer>(deadline ? *comm_with_deadline : *comm, layers_of(count), algorithm);
+    };
     std::shared_ptr<reducer> reduce;
     if (alternate) {
         std::shared_ptr<void>& kept = kept_reducers[count];
@@ -199,6 +207,8 @@ int main(int argc, char** argv)
                          {"adasum_ring", run_gradsync<gradsync::adasum, ring>},
                          {"sum_automatic", run_gradsync<sum, automatic>},
                          {"adasum_automatic", run_gradsync<gradsync::adasum, automatic>},
+                         {"sum_shared_memory", run_gradsync<sum, shared_memory>},
+                         {"adasum_shared_memory", run_gradsync<gradsync::adasum, shared_memory>},
                      }
                    : shared ? std::vector<std::pair<std::string, side_fn>>{
                                   {"mpi_allreduce", run_mpi},

@@ -57,7 +57,8 @@ struct side {
 // the sides are made.
 struct gloo_settings {
     gradsync::reducer_options options{.pipeline = {.segment_bytes = std::size_t(1) << 20, .window = 64}};
-    gradsync::automatic automatic{.small_bytes = std::size_t(256) << 10};
+    // Message passing: shared memory is gradsync_shared_memory's side.
+    gradsync::automatic automatic{.small_bytes = std::size_t(256) << 10, .share_memory = false};
     gradsync::tuned tuned{}; // its rule is `automatic`
     std::size_t send_buffer_bytes = std::size_t(512) << 10;
     // Every side's, Gloo's too: the same wires and the same threads.
@@ -161,7 +162,9 @@ inline std::vector<side> all_sides(gloo_world& w, const gloo_settings& s)
     tuned.rule = s.automatic;
     return {{"gradsync_tuned", gradsync_side(w, comm("gradsync_tuned"), tuned, s.options), false},
             {"gradsync_automatic", gradsync_side(w, comm("gradsync_automatic"), s.automatic, s.options), false},
-            {"gradsync_defaults", gradsync_side(w, comm("gradsync_defaults"), gradsync::automatic{}, {}), false},
+            {"gradsync_defaults", gradsync_side(w, comm("gradsync_defaults"),
+                                                       gradsync::automatic{.share_memory = false}, {}),
+             false},
             {"gradsync_sends_first", gradsync_side(w, comm("gradsync_sends_first"), s.automatic, sends_first), false},
             {"gradsync_doubling", gradsync_side(w, comm("gradsync_doubling"), gradsync::recursive_doubling{}, s.options),
              false},

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -15,7 +16,7 @@
 
 namespace adasum_variant {
 
-enum class alg { recursive_halving, recursive_doubling, ring, automatic, hierarchical };
+enum class alg { recursive_halving, recursive_doubling, ring, automatic, hierarchical, shared_memory };
 
 struct variant {
     alg a = alg::recursive_halving;
@@ -24,14 +25,16 @@ struct variant {
     bool small_thresholds = false; // automatic{.small_bytes = 256, .ring_bytes = 2048}
 };
 
-// automatic's thresholds; the small ones let a few thousand elements choose ring or
-// recursive_halving.
+// automatic's rule. The default shares memory between ranks of one host; the small thresholds
+// let a few thousand elements choose ring or recursive_halving, with no shared memory, so that
+// the message-passing choice runs on one host too.
 inline gradsync::automatic automatic_rule(const variant& v)
 {
     gradsync::automatic rule;
     if (v.small_thresholds) {
         rule.small_bytes = 256;
         rule.ring_bytes = 2048;
+        rule.share_memory = false;
     }
     return rule;
 }
@@ -42,15 +45,18 @@ inline std::string describe(const variant& v)
     case alg::recursive_halving: return "recursive_halving";
     case alg::recursive_doubling: return "recursive_doubling";
     case alg::ring: return "ring";
-    case alg::automatic: return v.small_thresholds ? "automatic{small_bytes 256, ring_bytes 2048}" : "automatic{}";
+    case alg::automatic:
+        return v.small_thresholds ? "automatic{small_bytes 256, ring_bytes 2048, share_memory false}" : "automatic{}";
     case alg::hierarchical:
         return "hierarchical{ranks_per_node " + std::to_string(v.k) + (v.node_sum ? ", sum}" : ", average}");
+    case alg::shared_memory: return "shared_memory";
     }
     return "?";
 }
 
-// f(the algorithm tag v names).
-template <class F>
+// f(the algorithm tag v names). shared_memory runs in host memory only: Host = false (the
+// device tests) leaves it out of f's instantiations.
+template <bool Host = true, class F>
 void with_algorithm(const variant& v, F&& f)
 {
     switch (v.a) {
@@ -62,6 +68,12 @@ void with_algorithm(const variant& v, F&& f)
         f(gradsync::hierarchical{.ranks_per_node = v.k,
                                  .within_node = v.node_sum ? gradsync::node_combine::sum
                                                            : gradsync::node_combine::average});
+        break;
+    case alg::shared_memory:
+        if constexpr (Host)
+            f(gradsync::shared_memory{});
+        else
+            throw std::logic_error("adasum_variant: shared_memory has no plan in a memory space");
         break;
     }
 }
@@ -109,7 +121,7 @@ inline adaref::vec expected(const variant& v, std::uint32_t chosen, const std::v
 {
     if (v.a == alg::hierarchical)
         return adaref::hierarchical(g, layers, std::size_t(resolved_k(v, int(g.size()))), v.node_sum);
-    if (chosen == gradsync::ring::code)
+    if (chosen == gradsync::ring::code || chosen == gradsync::shared_memory::code)
         return adaref::ring_chain(g, layers);
     return adaref::halving_tree(g, layers);
 }
@@ -118,7 +130,8 @@ inline adaref::vec expected(const variant& v, std::uint32_t chosen, const std::v
 template <class T>
 double tolerance_of(std::uint32_t chosen)
 {
-    return adaref::tolerance<T>(chosen == gradsync::ring::code, std::is_same_v<T, gradsync::bfloat16>);
+    return adaref::tolerance<T>(chosen == gradsync::ring::code || chosen == gradsync::shared_memory::code,
+                                std::is_same_v<T, gradsync::bfloat16>);
 }
 
 } // namespace adasum_variant

@@ -298,6 +298,8 @@ inline const char* algorithm_name(std::uint32_t code)
         return "recursive_doubling";
     if (code == gradsync::hierarchical::code)
         return "hierarchical";
+    if (code == gradsync::shared_memory::code)
+        return "shared_memory";
     return "?";
 }
 

@@ -219,6 +219,10 @@ const std::vector<formula_case> cases{
      [](int n, int, std::size_t, const auto& l, const auto&) { return gp::recursive_doubling_adasum_cost(l, n); }},
     {"shared_memory.hpp", false,
      [](int n, int, std::size_t, const auto& l, const auto&) { return gp::shared_memory_cost(l, n); }},
+    {"adasum_shared_memory.hpp", false,
+     [](int n, int, std::size_t layers, const auto& l, const auto&) {
+         return gp::shared_memory_adasum_cost(l, n, layers);
+     }},
     {"binomial_tree.hpp", false,
      [](int n, int, std::size_t, const auto& l, const auto&) { return gp::binomial_tree_cost(l, n); }},
     {"scatter_allgather.hpp", false,
@@ -309,6 +313,9 @@ TEST_CASE("the new cost models validate their arguments as the others do", "[cos
     CHECK_THROWS_AS(gp::shared_memory_cost(ok, 0), gradsync::usage_error);
     CHECK_THROWS_AS(gp::shared_memory_cost(negative, 2), gradsync::usage_error);
     CHECK(gp::shared_memory_cost(ok, 1).a == 0.0);
+    CHECK_THROWS_AS(gp::shared_memory_adasum_cost(ok, 0, 1), gradsync::usage_error);
+    CHECK_THROWS_AS(gp::shared_memory_adasum_cost(negative, 2, 1), gradsync::usage_error);
+    CHECK(gp::shared_memory_adasum_cost(ok, 1, 5).a == 0.0);
     CHECK(gp::binomial_tree_cost(ok, 1).a == 0.0);
     CHECK(gp::scatter_allgather_cost(ok, 1).b == 0.0);
     CHECK(gp::recursive_doubling_cost(ok, 1).a == 0.0);

@@ -1,12 +1,14 @@
 // shared_memory over threads of a local_group: what ends a wait on a peer's flag (a peer that
-// never calls, a peer that fails), the region each plan maps and gives back, and that the
-// threads read each other's buffers in place. Its results on every transport are the
+// never calls, a peer that fails), the region each plan maps and gives back, that the
+// threads read each other's buffers in place, and (for the race detector) Adasum and
+// hierarchical's node stage on shared memory. Its results on every transport are the
 // conformance suite's (tests/conformance/allreduce.hpp); processes that die or live in
 // another PID namespace are test_gloo_peers.cpp's.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <latch>
@@ -18,6 +20,7 @@
 
 #include <gradsync/gradsync.hpp>
 
+#include "adasum_reference.hpp"
 #include "reference.hpp"
 #include "thrown.hpp"
 
@@ -63,6 +66,45 @@ TEST_CASE("threads read each other's buffers in place, with no scratch", "[share
         INFO("N " << n);
         CHECK(direct == std::vector<int>(std::size_t(n), 1));
         CHECK(scratch == std::vector<std::size_t>(std::size_t(n), 0));
+    }
+}
+
+TEST_CASE("Adasum and hierarchical's node stage between threads give the message-passing bits", "[shared]")
+{
+    // Where the race detector looks: the chains kept in peers' buffers, the triples in the
+    // exchange areas read while the next link's are written, the node stage's two halves.
+    const std::vector<std::size_t> layers{7, 0, 300, 1, 1000};
+    const std::size_t count = 1308;
+    for (int n : {2, 3, 5}) {
+        gradsync::local_group group(n);
+        const std::vector<std::vector<float>> none(static_cast<std::size_t>(n));
+        std::vector<std::vector<float>> adasum_shared = none, adasum_ring = none, node_shared = none, ring = none;
+        std::vector<int> shares(std::size_t(n), 0);
+        group.run([&](local_communicator& comm) {
+            const auto r = std::size_t(comm.rank());
+            const std::span<const std::size_t> l(layers);
+            gradsync::reducer<float, local_communicator, gradsync::adasum, gradsync::shared_memory> a(comm, l);
+            gradsync::reducer<float, local_communicator, gradsync::adasum, gradsync::ring> b(comm, l);
+            gradsync::reducer<float, local_communicator, gradsync::sum, gradsync::hierarchical> h(comm, count);
+            gradsync::reducer<float, local_communicator, gradsync::sum, gradsync::ring> g(comm, count);
+            shares[r] = h.plan().node_shares_memory();
+            for (std::uint64_t call = 0; call < 2; ++call) { // the second call's flags follow the first's
+                adasum_shared[r] = adaref::normal_data<float>(call, comm.rank(), count);
+                adasum_ring[r] = adasum_shared[r];
+                a(std::span<float>(adasum_shared[r]));
+                b(std::span<float>(adasum_ring[r]));
+                node_shared[r] = ref::int_data<float>(call, comm.rank(), count);
+                ring[r] = node_shared[r];
+                h(std::span<float>(node_shared[r]));
+                g(std::span<float>(ring[r]));
+            }
+        });
+        INFO("N " << n);
+        CHECK(shares == std::vector<int>(std::size_t(n), 1));
+        for (std::size_t r = 0; r < std::size_t(n); ++r) {
+            CHECK(ref::first_difference(adasum_shared[r], adasum_ring[r]) == "");
+            CHECK(ref::first_difference(node_shared[r], ring[r]) == "");
+        }
     }
 }
 

@@ -41,7 +41,7 @@ std::size_t resident_bytes()
 }
 
 enum class policy { sum, average, adasum };
-enum class algorithm { ring, recursive_halving, recursive_doubling, automatic, hierarchical2, hierarchical4 };
+enum class algorithm { ring, recursive_halving, recursive_doubling, automatic, hierarchical2, hierarchical4, shared_memory };
 
 struct call_spec {
     int type;         // 0 fp16, 1 bf16, 2 fp32, 3 fp64
@@ -61,7 +61,7 @@ call_spec spec_of(std::size_t call)
     call_spec s;
     s.type = int(draw(4));
     s.pol = policy(draw(3));
-    s.alg = algorithm(draw(6));
+    s.alg = algorithm(draw(7));
     // Mostly small, now and then up to 40 000 elements: small calls exercise the latency
     // paths, large ones the pipelined segments.
     s.count = draw(10) == 0 ? std::size_t(draw(40'000)) : std::size_t(draw(600));
@@ -108,6 +108,7 @@ void with_algorithm(algorithm a, F&& f)
     case algorithm::automatic: f(gradsync::automatic{}); break;
     case algorithm::hierarchical2: f(gradsync::hierarchical{.ranks_per_node = 2}); break;
     case algorithm::hierarchical4: f(gradsync::hierarchical{.ranks_per_node = 4}); break;
+    case algorithm::shared_memory: f(gradsync::shared_memory{}); break;
     }
 }
 
@@ -131,15 +132,17 @@ std::string check(const call_spec& s, std::size_t call, std::uint32_t chosen, co
     std::vector<adaref::vec> g;
     for (const auto& in : inputs)
         g.emplace_back(in.begin(), in.end());
+    // shared_memory (automatic's choice on one host) runs the ring's chains.
+    const bool chain = chosen == gradsync::ring::code || chosen == gradsync::shared_memory::code;
     adaref::vec want;
     if (s.alg == algorithm::hierarchical2 || s.alg == algorithm::hierarchical4)
         want = adaref::hierarchical(g, s.layers, s.alg == algorithm::hierarchical2 ? 2 : 4, false);
-    else if (chosen == gradsync::ring::code)
+    else if (chain)
         want = adaref::ring_chain(g, s.layers);
     else
         want = adaref::halving_tree(g, s.layers);
-    return adaref::first_layer_out_of_tolerance(
-        got, want, s.layers, adaref::tolerance<T>(chosen == gradsync::ring::code, std::is_same_v<T, gradsync::bfloat16>), g);
+    return adaref::first_layer_out_of_tolerance(got, want, s.layers,
+                                                adaref::tolerance<T>(chain, std::is_same_v<T, gradsync::bfloat16>), g);
 }
 
 } // namespace

@@ -2,9 +2,9 @@
 // policy makes of them (docs/torch.md, "The study"). Two kinds of vector, in units of a
 // gradient: every rank's local gradient, and, when each rank steps with its own momentum,
 // its momentum buffer after the step (the model change is -rate times it). The trace combines
-// each kind with the data_parallel's policy, layer by layer as the data_parallel does, so the
-// model change's run also shows what the policy would have made of the gradients at the same
-// parameters. Rank 0 writes, per step and kind:
+// each kind with the data_parallel's policy and algorithm (automatic, message passing), layer
+// by layer as the data_parallel does, so the model change's run also shows what the policy
+// would have made of the gradients at the same parameters. Rank 0 writes, per step and kind:
 //   - the mean cosine over every pair of ranks;
 //   - norm ratio |combined| / mean_i |v_i|: for Adasum 1 when the vectors are parallel (it
 //     averages them), sqrt(N) when N vectors of one norm are orthogonal (it adds them);
@@ -28,6 +28,7 @@
 
 #include <gradsync/collective/allreduce.hpp>
 #include <gradsync/policy/sum.hpp>
+#include <gradsync/selector/automatic.hpp>
 
 #include "output.hpp"
 
@@ -50,7 +51,7 @@ public:
         : comm_(&comm), params_(params), file_(file), used_(momentum ? 2 : 1),
           gathered_(torch::zeros({std::int64_t(used_), comm.size(), std::int64_t(numel_of(params))})),
           combined_(torch::empty({std::int64_t(numel_of(params))})),
-          gather_(comm, std::size_t(gathered_[0].numel())), combine_(comm, sizes_of(params))
+          gather_(comm, std::size_t(gathered_[0].numel())), combine_(comm, sizes_of(params), gradsync::automatic{.share_memory = false})
     {
         std::int64_t at = 0;
         for (const torch::Tensor& p : params_) {

@@ -92,7 +92,9 @@ outcome train(Comm& comm, lenet& model, const images& train_set, const images& t
     dp_options.compress = o.compress == "fp16"   ? gradsync::compression::fp16
                           : o.compress == "bf16" ? gradsync::compression::bf16
                                                  : gradsync::compression::none;
-    gradsync::data_parallel<float, Comm, Policy> dp(comm, *model, dp_options);
+    // Message passing: Adasum in the paper's tree (recursive halving here), where shared
+    // memory would run the ring's chains.
+    gradsync::data_parallel<float, Comm, Policy> dp(comm, *model, dp_options, gradsync::automatic{.share_memory = false});
     // The trace follows the momentum buffers too when each rank steps with its own.
     const std::vector<torch::Tensor> params = model->parameters();
     const bool buffers = model_change && o.momentum > 0;

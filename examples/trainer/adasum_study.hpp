@@ -60,7 +60,10 @@ run_summary train_and_report(C& comm, const dataset& train_set, const dataset& e
             std::printf("%-22s diverged (the loss is not finite); stopping this run\n", label.c_str());
         std::fflush(stdout);
     };
-    return summarize(train<Policy, gradsync::automatic>(comm, train_set, eval_set, o, one_group, progress));
+    // Message passing: its Adasum is the paper's tree (recursive halving here), where shared
+    // memory would run the ring's chains.
+    return summarize(train<Policy>(comm, train_set, eval_set, o, one_group,
+                                   gradsync::automatic{.share_memory = false}, progress));
 }
 
 } // namespace trainer

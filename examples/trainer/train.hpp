@@ -75,7 +75,8 @@ std::array<double, 2> sum_over_ranks(C& comm, std::array<double, 2> v)
 
 template <class Policy, class Algorithm, gradsync::communicator C, class OnEpoch>
 std::vector<epoch_result> train(C& comm, const dataset& train_set, const dataset& eval_set, const train_options& o,
-                                const std::vector<std::vector<std::size_t>>& plan, OnEpoch&& on_epoch)
+                                const std::vector<std::vector<std::size_t>>& plan, Algorithm algorithm,
+                                OnEpoch&& on_epoch)
 {
     const std::size_t ranks = std::size_t(comm.size()), rank = std::size_t(comm.rank());
     const std::size_t global_batch = ranks * o.local_batch;
@@ -86,7 +87,7 @@ std::vector<epoch_result> train(C& comm, const dataset& train_set, const dataset
                                     std::to_string(train_set.size()) + " training samples");
     const std::size_t steps = train_set.size() / global_batch;
     replica model(o.widths, o.init_seed, o.sgd);
-    gradsync::synchronizer<float, C, Policy, Algorithm> sync(comm, model.model().layer_sizes(), plan);
+    gradsync::synchronizer<float, C, Policy, Algorithm> sync(comm, model.model().layer_sizes(), plan, {}, algorithm);
 
     std::vector<epoch_result> results;
     std::vector<std::size_t> eval_part;

@@ -25,12 +25,14 @@
 #include <gradsync/algorithm/adasum_recursive_doubling.hpp>
 #include <gradsync/algorithm/adasum_recursive_halving.hpp>
 #include <gradsync/algorithm/adasum_ring.hpp>
+#include <gradsync/algorithm/adasum_shared_memory.hpp>
 #include <gradsync/algorithm/binomial_tree.hpp>
 #include <gradsync/algorithm/hierarchical.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
 #include <gradsync/algorithm/scatter_allgather.hpp>
+#include <gradsync/algorithm/shared_memory.hpp>
 #include <gradsync/selector/automatic.hpp>
 #include <gradsync/selector/automatic_broadcast.hpp>
 #include <gradsync/selector/plan_table.hpp>

@@ -45,9 +45,10 @@ gradsync_test::lenet start_of(int rank)
 // parameters.
 template <class Policy, class Comm>
 std::vector<float> train(Comm& comm, gradsync_test::lenet model, int rank,
-                         const std::vector<std::vector<gradsync_test::batch>>& inputs)
+                         const std::vector<std::vector<gradsync_test::batch>>& inputs,
+                         gradsync::automatic algorithm = {})
 {
-    gradsync::data_parallel<float, Comm, Policy> dp(comm, *model);
+    gradsync::data_parallel<float, Comm, Policy> dp(comm, *model, {}, algorithm);
     torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
     for (int s = 0; s < steps; ++s) {
         dp.zero_grad();
@@ -70,7 +71,8 @@ int check(communicator& comm, const char* name)
     gradsync::local_group group(size);
     group.run([&](gradsync::local_communicator& c) {
         const std::size_t r = std::size_t(c.rank());
-        threads[r] = train<Policy>(c, starts[r], c.rank(), inputs);
+        // Across hosts automatic shares no memory; the threads share it unless told not to.
+        threads[r] = train<Policy>(c, starts[r], c.rank(), inputs, gradsync::automatic{.share_memory = false});
     });
     const std::vector<float> mine = train<Policy>(comm, start_of(rank), rank, inputs);
     int failures = 0;

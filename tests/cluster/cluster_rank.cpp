@@ -65,8 +65,8 @@ struct job {
     communicator& comm;
     int failures = 0;
 
-    // `across` runs on the cluster, `local` (the same algorithm with the nodes spelt out) over
-    // threads.
+    // `across` runs on the cluster, `local` (the same algorithm with the nodes and the sharing
+    // of memory spelt out) over threads.
     template <class T, class Policy, class Algorithm>
     void check(const char* type, Algorithm across, Algorithm local, const std::vector<std::size_t>& layers)
     {
@@ -109,7 +109,8 @@ struct job {
         check<T, Policy>(type, gradsync::recursive_halving{}, gradsync::recursive_halving{}, layers);
         check<T, Policy>(type, gradsync::recursive_doubling{}, gradsync::recursive_doubling{}, layers);
         check<T, Policy>(type, gradsync::hierarchical{}, gradsync::hierarchical{.ranks_per_node = per_node}, layers);
-        check<T, Policy>(type, gradsync::automatic{}, gradsync::automatic{}, layers);
+        // Across hosts automatic shares no memory; the threads share it unless told not to.
+        check<T, Policy>(type, gradsync::automatic{}, gradsync::automatic{.share_memory = false}, layers);
     }
 
     template <class T>

@@ -7,14 +7,15 @@
 //  - the matrix: {fp16, bf16, fp32, fp64} x {recursive_halving, recursive_doubling, ring,
 //    automatic (default and small thresholds, checked against the reference of the algorithm
 //    it chose), hierarchical{k = 1, 2, 4 where k divides N, and 0 = the communicator's},
-//    hierarchical{k = 2 (1 for odd N), node_combine::sum}} x layouts with empty, one-element
-//    and long layers, fewer elements than ranks, no elements, no layout, 256-byte segments
-//    (layers cross segments and straddle the halving cuts) and default options with layers of
-//    5000 and 70001 elements. A reducer is called twice with different data; the one-shot
-//    allreduce of the first call's data must give the same bits. Per layer, ||out - ref|| /
-//    ||ref|| <= 1e-12 (fp64), 2e-5 (fp32), 8e-3 (fp16), three times that for the ring's chain;
-//    every rank's result is bitwise identical to every other's; hierarchical's plan says the
-//    node size asked for (0: the communicator's, one node of N ranks on one machine).
+//    hierarchical{k = 2 (1 for odd N), node_combine::sum}, shared_memory} x layouts with
+//    empty, one-element and long layers, fewer elements than ranks, no elements, no layout,
+//    256-byte segments (layers cross segments and straddle the halving cuts) and default
+//    options with layers of 5000 and 70001 elements. A reducer is called twice with different
+//    data; the one-shot allreduce of the first call's data must give the same bits. Per layer,
+//    ||out - ref|| / ||ref|| <= 1e-12 (fp64), 2e-5 (fp32), 8e-3 (fp16), three times that for
+//    the ring's chain (ring, shared_memory); every rank's result is bitwise identical to every
+//    other's, and shared_memory's to ring's; hierarchical's plan says the node size asked for
+//    (0: the communicator's, one node of N ranks on one machine).
 //  - Horovod's scenarios (fp32, fp64, N in {2, 3, 4, 8}, every algorithm): orthogonal
 //    gradients sum exactly, parallel ones give the vector back, tiny and huge magnitudes stay
 //    finite and accurate, zero gradients drop out, a NaN poisons its layer on every rank.
@@ -134,15 +135,18 @@ std::string run_cases(int n, const variant& v, const std::vector<layout_case>& c
 }
 
 // The checks every case makes of the plan: the same algorithm on every rank, automatic's
-// choice by its rule, hierarchical's node size as asked (0: the communicator's, N here).
+// choice by its rule (shared_memory where it may share memory), hierarchical's node size as asked (0: the communicator's, N here).
 template <class H, class T>
 void check_plan(int n, const variant& v, const layout_case& lc, const case_result<T>& res)
 {
     const auto here = std::size_t(H::checked_rank());
     const std::string same_choice = H::identical(res.chosen);
     CHECK(same_choice == "");
-    if (v.a == alg::automatic)
-        CHECK(res.chosen[here][0] == automatic_rule(v).choose(lc.count * sizeof(T), lc.count, n));
+    if (v.a == alg::automatic) { // every rank of these harnesses is on one host
+        const gradsync::automatic rule = automatic_rule(v);
+        CHECK(res.chosen[here][0] == (rule.share_memory && n > 1 ? gradsync::shared_memory::code
+                                                                 : rule.choose(lc.count * sizeof(T), lc.count, n)));
+    }
     if (v.a == alg::hierarchical)
         CHECK(res.node_size[here][0] == std::uint32_t(resolved_k(v, n)));
 }
@@ -220,7 +224,23 @@ inline std::vector<variant> matrix_variants(int n)
             v.push_back({.a = alg::hierarchical, .k = k});
     v.push_back({.a = alg::hierarchical, .k = 0}); // the communicator's nodes: one of N ranks here
     v.push_back({.a = alg::hierarchical, .k = n % 2 == 0 ? 2 : 1, .node_sum = true});
+    v.push_back({.a = alg::shared_memory});
     return v;
+}
+
+// shared_memory's Adasum runs the ring's chains with the ring's triples and sums, so its
+// results equal ring's bit for bit (docs/adasum.md).
+template <class H, class T>
+void check_shared_memory_as_ring(int n, const std::vector<layout_case>& cases, const std::vector<case_result<T>>& ring,
+                                 const std::vector<case_result<T>>& shared)
+{
+    const auto here = std::size_t(H::checked_rank());
+    for (std::size_t c = 0; c < cases.size(); ++c)
+        for (std::size_t call = 0; call < ring[c].out.size(); ++call) {
+            INFO(ref::type_name<T>() << ", rank " << here << " of N " << n << ", " << cases[c].name << ", call "
+                                     << call + 1 << ": shared_memory against ring, bit for bit");
+            CHECK(ref::first_difference(shared[c].out[call][here], ring[c].out[call][here]) == "");
+        }
 }
 
 // Every variant of every algorithm on one set of inputs per N: drawing the normal inputs and
@@ -240,6 +260,7 @@ void run_matrix()
                 widened[c].push_back(adaref::widen(in));
                 inputs[c].push_back(std::move(in));
             }
+        std::vector<case_result<T>> ring, shared;
         for (const variant& v : matrix_variants(n)) {
             std::vector<case_result<T>> results;
             const std::string escaped = run_cases<H, T>(n, v, cases, inputs, true, results);
@@ -251,7 +272,13 @@ void run_matrix()
                 continue;
             for (std::size_t c = 0; c < cases.size(); ++c)
                 check_matrix_case<H, T>(n, v, cases[c], widened[c], results[c]);
+            if (v.a == alg::ring)
+                ring = std::move(results);
+            else if (v.a == alg::shared_memory)
+                shared = std::move(results);
         }
+        if (!ring.empty() && !shared.empty())
+            check_shared_memory_as_ring<H, T>(n, cases, ring, shared);
     }
 }
 
@@ -283,7 +310,9 @@ void scenario(Make make, Check check)
         for (int r = 0; r < n; ++r)
             in.push_back(make(n, r));
         const std::vector<std::vector<per_rank<T>>> inputs{{in}};
-        for (const variant& v : scenario_variants(n)) {
+        std::vector<variant> variants = scenario_variants(n);
+        variants.push_back({.a = alg::shared_memory}); // host memory only: not in the device's list
+        for (const variant& v : variants) {
             std::vector<case_result<T>> results;
             const std::string escaped = run_cases<H, T>(n, v, {lc}, inputs, false, results);
             const auto here = std::size_t(H::checked_rank());

@@ -8,7 +8,7 @@
 //    integer data); one TEST_CASE per (algorithm, type), so CTest runs them in parallel;
 //  - automatic's choice around its thresholds, against its documented rule restated here;
 //  - pipelined messages: 64-byte segments, window 2 (the message-passing algorithms);
-//  - shared_memory's result equal to ring's, bit for bit, on random data;
+//  - shared_memory's result in rank order, bit for bit, on random data, whole or in pieces;
 //  - NaN and Inf as IEEE arithmetic says, NaN payloads alike on every rank.
 // Checks (docs/semantics.md): integer-valued data gives exactly the independent reference
 // (reference.hpp); non-integer data is within a rounding bound of a double reference; every
@@ -189,16 +189,22 @@ void run_automatic_choice()
             for (std::size_t c : {bytes / sizeof(T) - 1, bytes / sizeof(T), bytes / sizeof(T) + 1})
                 counts.push_back(c);
         counts.push_back(300'000);
+        // [count][rank]{the choice with shared memory, the rule's without}
         std::vector<per_rank<std::uint32_t>> chosen(counts.size(), per_rank<std::uint32_t>(std::size_t(n)));
-        std::vector<per_rank<T>> out(counts.size(), per_rank<T>(std::size_t(n)));
+        std::vector<per_rank<T>> out(counts.size(), per_rank<T>(std::size_t(n))), by_rule = out;
         const std::string escaped = H::run(n, [&](comm_type& comm) {
             const auto r = std::size_t(comm.rank());
             for (std::size_t c = 0; c < counts.size(); ++c) {
                 gradsync::reducer<T, comm_type, gradsync::sum, gradsync::automatic> reduce(comm, counts[c]);
-                chosen[c][r] = {reduce.plan().chosen()};
+                gradsync::reducer<T, comm_type, gradsync::sum, gradsync::automatic> rule(
+                    comm, counts[c], gradsync::automatic{.share_memory = false});
+                chosen[c][r] = {reduce.plan().chosen(), rule.plan().chosen()};
                 std::vector<T> data = ref::int_data<T>(c, comm.rank(), counts[c]);
                 reduce(std::span<T>(data));
                 out[c][r] = std::move(data);
+                data = ref::int_data<T>(c, comm.rank(), counts[c]);
+                rule(std::span<T>(data));
+                by_rule[c][r] = std::move(data);
             }
         });
         {
@@ -210,18 +216,22 @@ void run_automatic_choice()
         const auto here = std::size_t(H::checked_rank());
         for (std::size_t c = 0; c < counts.size(); ++c) {
             const std::size_t bytes = counts[c] * sizeof(T);
-            const std::uint32_t mine = chosen[c][here][0];
+            const std::uint32_t mine = chosen[c][here][1];
             const std::string same_choice = H::identical(chosen[c]);
             std::vector<std::vector<T>> inputs;
             for (int r = 0; r < n; ++r)
                 inputs.push_back(ref::int_data<T>(c, r, counts[c]));
-            const std::string identical = H::identical(out[c]);
+            const std::string identical = H::identical(out[c]), identical_by_rule = H::identical(by_rule[c]);
             INFO("rank " << here << " of N " << n << ", count " << counts[c] << " (" << bytes << " bytes)");
+            // Every rank of these harnesses is on one host; one rank has nothing to share.
+            CHECK(ref::algorithm_name(chosen[c][here][0]) == std::string(n > 1 ? "shared_memory" : ref::algorithm_name(mine)));
             CHECK(ref::algorithm_name(mine) == std::string(ref::algorithm_name(expected_choice(bytes, counts[c], n))));
             CHECK(mine == gradsync::automatic{}.choose(bytes, counts[c], n));
             CHECK(same_choice == "");
             CHECK(ref::first_difference(out[c][here], ref::exact(inputs, false)) == "");
+            CHECK(ref::first_difference(by_rule[c][here], ref::exact(inputs, false)) == "");
             CHECK(identical == "");
+            CHECK(identical_by_rule == "");
         }
     }
 }
@@ -372,16 +382,17 @@ void run_nan_inf()
     }
 }
 
-// shared_memory combines each block in the ring's order (docs/semantics.md), so on random
-// data, where the order shows in the last bits, it gives ring's result bit for bit: fp16,
-// whose every combine rounds, and fp64, uneven counts, sum and average.
+// shared_memory adds every element in rank order ((g_0 + g_1) + ...) + g_{N-1}, whatever block
+// it falls in (docs/semantics.md): on random data its result equals the policy's combine
+// applied element by element in that order, then its finish, bit for bit; and a buffer
+// reduced in two pieces gives the bits of one call.
 template <class H, class T>
-void run_shared_memory_as_ring()
+void run_shared_memory_in_rank_order()
 {
     using comm_type = typename H::comm_type;
     const std::vector<std::size_t> counts{5, 1000, 65537};
     for (int n : H::sizes({2, 3, 4, 5, 8})) {
-        std::vector<per_rank<T>> shared(counts.size() * 2, per_rank<T>(std::size_t(n))), ring = shared;
+        std::vector<per_rank<T>> whole(counts.size() * 2, per_rank<T>(std::size_t(n))), pieces = whole;
         const std::string escaped = H::run(n, [&](comm_type& comm) {
             const auto r = std::size_t(comm.rank());
             for (std::size_t c = 0; c < counts.size(); ++c)
@@ -390,9 +401,11 @@ void run_shared_memory_as_ring()
                         const std::size_t k = c * 2 + (average ? 1 : 0);
                         std::vector<T> a = ref::random_data<T>(77 + c, comm.rank(), counts[c]), b = a;
                         gradsync::allreduce(comm, std::span<T>(a), policy, gradsync::shared_memory{});
-                        gradsync::allreduce(comm, std::span<T>(b), policy, gradsync::ring{});
-                        shared[k][r] = std::move(a);
-                        ring[k][r] = std::move(b);
+                        const std::size_t cut = counts[c] / 3;
+                        gradsync::allreduce(comm, std::span<T>(b).first(cut), policy, gradsync::shared_memory{});
+                        gradsync::allreduce(comm, std::span<T>(b).subspan(cut), policy, gradsync::shared_memory{});
+                        whole[k][r] = std::move(a);
+                        pieces[k][r] = std::move(b);
                     });
         });
         INFO(ref::type_name<T>() << ", N " << n);
@@ -400,10 +413,23 @@ void run_shared_memory_as_ring()
         if (!escaped.empty())
             continue;
         const auto here = std::size_t(H::checked_rank());
-        for (std::size_t k = 0; k < shared.size(); ++k) {
-            INFO("count " << counts[k / 2] << ", " << policy_name(k % 2 == 1));
-            CHECK(ref::first_difference(shared[k][here], ring[k][here]) == "");
-        }
+        for (std::size_t c = 0; c < counts.size(); ++c)
+            for (bool average : {false, true})
+                with_policy(average, [&](auto policy) {
+                    using P = decltype(policy);
+                    std::vector<T> want = ref::random_data<T>(77 + c, 0, counts[c]);
+                    for (int q = 1; q < n; ++q) {
+                        const std::vector<T> g = ref::random_data<T>(77 + c, q, counts[c]);
+                        for (std::size_t i = 0; i < want.size(); ++i)
+                            P::template combine<T>(std::span<T>(&want[i], 1), std::span<const T>(&g[i], 1));
+                    }
+                    for (std::size_t i = 0; i < want.size(); ++i)
+                        P::template finish<T>(std::span<T>(&want[i], 1), n);
+                    const std::size_t k = c * 2 + (average ? 1 : 0);
+                    INFO("count " << counts[c] << ", " << policy_name(average));
+                    CHECK(ref::first_difference(whole[k][here], want) == "");
+                    CHECK(ref::first_difference(pieces[k][here], whole[k][here]) == "");
+                });
     }
 }
 
@@ -458,10 +484,10 @@ GRADSYNC_CONFORMANCE_PIPELINE_CASE(recursive_halving)
 GRADSYNC_CONFORMANCE_PIPELINE_CASE(recursive_doubling)
 GRADSYNC_CONFORMANCE_PIPELINE_CASE(automatic)
 
-TEMPLATE_TEST_CASE("shared_memory gives ring's bits: each block in the ring's order", "[allreduce][shared]", half,
+TEMPLATE_TEST_CASE("shared_memory adds in rank order, whatever the block: one call's bits in pieces", "[allreduce][shared]", half,
                    double)
 {
-    conformance::run_shared_memory_as_ring<conformance::harness, TestType>();
+    conformance::run_shared_memory_in_rank_order<conformance::harness, TestType>();
 }
 
 TEMPLATE_TEST_CASE("NaN and Inf propagate as IEEE arithmetic says, without hanging", "[allreduce][nan]", half,

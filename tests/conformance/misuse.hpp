@@ -1,9 +1,9 @@
 // The misuse conformance suite (docs/semantics.md, "The agreement check" and "Errors"), once
 // for every transport: a driver declares `conformance::harness` (harness.hpp) and includes
 // this file, which registers the TEST_CASEs. Ranks that disagree on count, layout, type,
-// policy, algorithm (automatic's rule included) or tag all get a gradsync::mismatch_error
-// naming the field (the first differing layer for the sizes) and, on the ranks that agree, the
-// rank that does not, before any user data is touched; bad layer sizes or pipeline options on
+// policy, algorithm (automatic's rule and shared memory included) or tag all get a
+// gradsync::mismatch_error naming the field (the first differing layer for the sizes) and, on
+// the ranks that agree, the rank that does not, before any user data is touched; bad layer sizes or pipeline options on
 // one rank are a usage_error on every rank. Every rank ends in the same kind of error. N = 5
 // over local_group (not a power of two: folding is in play), rank 3 the one that disagrees; a
 // launched job: its N, rank min(3, N - 1) (one rank has no one to disagree with). A hang
@@ -264,6 +264,32 @@ TEST_CASE("ranks whose automatic rules differ (different thresholds) disagree on
             oneshot<gradsync::sum>(comm, o, 1, {}, rule);
         });
         expect_everywhere<H>(res, kind::mismatch, n - 1);
+    });
+}
+
+TEST_CASE("ranks that disagree on shared memory: mismatch_error before any region is made", "[misuse][shared]")
+{
+    // One rank names shared_memory where the others name ring, or leaves shared memory out of
+    // automatic's rule where the others let it in: without the check, that rank would wait for
+    // a region the others never make (or make one nobody else joins).
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            if (comm.rank() == odd)
+                oneshot<gradsync::sum, gradsync::shared_memory>(comm, o, count, {});
+            else
+                oneshot<gradsync::sum, gradsync::ring>(comm, o, count, {});
+        });
+        expect_mismatch_everywhere<H>(res, odd, {"algorithm"});
+    });
+    for_each_size<H>({5}, [](int n, int odd) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            const std::vector<std::size_t> layers{600, 400};
+            oneshot<gradsync::adasum>(comm, o, count, layers,
+                                      gradsync::automatic{.share_memory = comm.rank() != odd});
+        });
+        expect_everywhere<H>(res, kind::mismatch, odd);
     });
 }
 

@@ -94,7 +94,7 @@ adasum_run<T> run_adasum(int n, const variant& v, const std::vector<job<T>>& job
         res.host.push_back(j.sets);
     }
     res.chosen.assign(jobs.size(), 0);
-    with_algorithm(v, [&](auto algorithm) {
+    with_algorithm<false>(v, [&](auto algorithm) {
         using Algorithm = decltype(algorithm);
         using space = typename H::space_type;
         device_cases::device_run run{std::vector<gradsync::device_path>(std::size_t(n)),
@@ -129,8 +129,8 @@ adasum_run<T> run_adasum(int n, const variant& v, const std::vector<job<T>>& job
             const std::size_t r = std::size_t(comm.rank());
             for (std::size_t j = 0; j < jobs.size(); ++j) {
                 gradsync::reducer<T, local_communicator, gradsync::adasum, Algorithm> reduce(
-                    comm, jobs[j].sets[0][r].size(), std::span<const std::size_t>(jobs[j].layers), algorithm,
-                    device_cases::with(gradsync::device_path::direct, jobs[j].segment_bytes).reducer);
+                    comm, jobs[j].sets[0][r].size(), std::span<const std::size_t>(jobs[j].layers),
+                    device_cases::device_choice(algorithm), device_cases::with(gradsync::device_path::direct, jobs[j].segment_bytes).reducer);
                 if (r == 0) {
                     if constexpr (std::is_same_v<Algorithm, gradsync::automatic>)
                         res.chosen[j] = reduce.plan().chosen();

@@ -50,6 +50,16 @@ per_rank<T> inputs(bool integers, std::uint64_t seed, int n, std::size_t count)
     return in;
 }
 
+// The algorithm a device_reducer runs: the given one, with no shared memory (docs/gpu.md,
+// "Paths"); the host plans the device plans are compared with run it too.
+template <class Algorithm>
+Algorithm device_choice(Algorithm algorithm)
+{
+    if constexpr (requires { algorithm.share_memory = false; })
+        algorithm.share_memory = false;
+    return algorithm;
+}
+
 // The host path: one reducer per rank, called on each input set in turn.
 template <class T, class Policy, class Algorithm>
 std::vector<per_rank<T>> host_results(const std::vector<per_rank<T>>& sets, std::span<const std::size_t> layers,
@@ -60,7 +70,8 @@ std::vector<per_rank<T>> host_results(const std::vector<per_rank<T>>& sets, std:
     gradsync::local_group group(n);
     group.run([&](local_communicator& comm) {
         const std::size_t r = std::size_t(comm.rank()), count = sets[0][r].size();
-        gradsync::reducer<T, local_communicator, Policy, Algorithm> reduce(comm, count, layers, algorithm);
+        gradsync::reducer<T, local_communicator, Policy, Algorithm> reduce(comm, count, layers,
+                                                                         device_choice(algorithm));
         for (auto& set : out)
             reduce(std::span<T>(set[r]));
     });

@@ -1,10 +1,12 @@
 // Hierarchical allreduce for ranks grouped in nodes of k consecutive ranks (rank r is local
 // rank r % k of node r / k; k divides N):
-//   1. reduce-scatter inside each node (ring over the k local ranks): local rank i ends with
-//      the node's sum of block i;
-//   2. allreduce of block i across the nodes, among the local ranks i of every node
+//   1. reduce-scatter inside each node (through shared memory where the node's ranks share a
+//      host, the data is in host memory and share_memory is set, shared_memory.hpp, in rank
+//      order; else the ring over the k local ranks, in the ring's order): local rank i ends
+//      with the node's sum of block i + 1 (mod k), so nodes may differ in which they use;
+//   2. allreduce of that block across the nodes, among the local ranks i of every node
 //      (recursive halving with folding);
-//   3. allgather inside each node.
+//   3. allgather inside each node (shared memory or the ring, as in 1).
 // Sum and Average: the global Sum or Average (Average scales the block by 1/N after step 2).
 // Adasum: the node vector is the average (default) or the sum of its k gradients, and step 2
 // is the Adasum tree over node vectors (adasum_recursive_halving on the block, with each
@@ -18,6 +20,7 @@
 // allgather (copying) over the k ranks of a node, and recursive halving with folding over
 // the N/k nodes on the M/k block.
 // cost: 2*(k-1)*alpha + 2*(k-1)/k*M*beta + (k-1)/k*M*gamma + 2*log2(P)*alpha_x + 2*(P-1)/P*(M/k)*beta_x + (P-1)/P*(M/k)*gamma_x + F*(2*alpha_x + 2*(M/k)*beta_x + (M/k)*gamma_x)
+// Through shared memory the node's part is shared_memory's cost over k ranks instead.
 // In a memory space (Memory, memory/host_memory.hpp) the messages are the same and gamma is
 // the kernels' (Adasum: the costs of adasum_recursive_halving.hpp on the block).
 // Only M/k bytes per rank cross the slow links, against 2(N-1)/N M for a flat ring.
@@ -30,6 +33,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -39,6 +43,7 @@
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
+#include <gradsync/algorithm/shared_memory.hpp>
 #include <gradsync/comm/subgroup.hpp>
 #include <gradsync/core/codes.hpp>
 #include <gradsync/core/error.hpp>
@@ -56,10 +61,12 @@ struct hierarchical {
     static constexpr const char* name = "hierarchical";
     int ranks_per_node = 0; // 0: ask the communicator
     node_combine within_node = node_combine::average;
+    bool share_memory = true; // the node stage through shared memory where the node's ranks can
 
     std::uint64_t parameter() const noexcept
     {
-        return std::uint64_t(std::uint32_t(ranks_per_node)) * 2 + (within_node == node_combine::sum ? 1 : 0);
+        return std::uint64_t(std::uint32_t(ranks_per_node)) * 4 + (share_memory ? 2 : 0) +
+            (within_node == node_combine::sum ? 1 : 0);
     }
 };
 
@@ -93,22 +100,43 @@ class hierarchical_plan : public plan_types<hierarchical, C, typename Memory::te
     };
     using triple_plan =
         std::conditional_t<is_adasum<Policy>, recursive_doubling_plan<double, view, sum, Memory>, no_triples>;
+    // The node stage through shared memory, in host memory; nothing in a memory space.
+    struct no_shared_stage {};
+    using shared_stage = std::conditional_t<std::is_same_v<Memory, host_memory>, shared_memory_plan<T, view, sum>,
+                                            no_shared_stage>;
 
 public:
     hierarchical_plan(C& comm, const layer_layout& layout, const plan_options<hierarchical>& options)
-        : size_(comm.size()), per_node_(resolve_ranks_per_node(comm, options.algorithm.ranks_per_node)),
+        : size_(comm.size()), count_(layout.total()),
+          per_node_(resolve_ranks_per_node(comm, options.algorithm.ranks_per_node)),
           rule_(options.algorithm.within_node), node_(members(comm, true)), cross_(members(comm, false)),
-          intra_(node_view(comm), layer_layout(layout.total(), {}), options_for<ring>(options)),
+          owned_(block_of(layout.total(), per_node_, (comm.rank() % per_node_ + 1) % per_node_)),
           inter_(make_inter(comm, layout, options)), node_triples_(make_triples(comm, layout, options))
     {
+        const layer_layout whole(layout.total(), {});
+        view node = node_view(comm);
+        if constexpr (!std::is_same_v<shared_stage, no_shared_stage>)
+            if (options.algorithm.share_memory) {
+                try {
+                    shared_.emplace(node, whole, plan_options<shared_memory>{{}, options.pipeline}, 1);
+                    return;
+                } catch (const usage_error&) { // the node's verdict, the same on all its ranks
+                }
+            }
+        ring_.emplace(node, whole, options_for<ring>(options));
     }
 
-    std::size_t count() const noexcept { return intra_.count(); }
+    std::size_t count() const noexcept { return count_; }
     std::size_t scratch_bytes() const noexcept
     {
-        return intra_.scratch_bytes() + inter_.scratch_bytes() + node_triples_.scratch_bytes();
+        std::size_t node_stage = ring_ ? ring_->scratch_bytes() : 0;
+        if constexpr (!std::is_same_v<shared_stage, no_shared_stage>)
+            node_stage += shared_ ? shared_->scratch_bytes() : 0;
+        return node_stage + inter_.scratch_bytes() + node_triples_.scratch_bytes();
     }
     int ranks_per_node() const noexcept { return per_node_; }
+    // Whether the node stage runs through shared memory (the node's ranks share a host).
+    bool node_shares_memory() const noexcept { return shared_.has_value(); }
 
     void run(C& comm, typename Memory::template span<T> data, int tag)
     {
@@ -116,8 +144,12 @@ public:
         const std::span<T> d = Memory::elements(data);
         view node = node_view(comm), across = cross_view(comm);
         memory.synchronize(); // the caller's queued work on data ends before the first send
-        intra_.reduce_scatter(node, d, tag, memory);
-        const std::span<T> mine = block_span(d, intra_.owned());
+        if constexpr (!std::is_same_v<shared_stage, no_shared_stage>)
+            if (shared_)
+                shared_->reduce_scatter(node, d);
+        if (ring_)
+            ring_->reduce_scatter(node, d, tag, memory);
+        const std::span<T> mine = block_span(d, owned_);
         if constexpr (is_adasum<Policy>) {
             if (rule_ == node_combine::average)
                 memory.template finish<average>(mine, per_node_);
@@ -128,7 +160,11 @@ public:
             memory.template finish<Policy>(mine, size_);
         }
         memory.synchronize();
-        intra_.allgather(node, d, tag);
+        if constexpr (!std::is_same_v<shared_stage, no_shared_stage>)
+            if (shared_)
+                shared_->allgather(node, d);
+        if (ring_)
+            ring_->allgather(node, d, tag);
     }
 
 private:
@@ -153,7 +189,7 @@ private:
     // of the layout); Sum's on the block alone.
     cross_plan make_inter(C& comm, const layer_layout& layout, const plan_options<hierarchical>& options) const
     {
-        const block owned = intra_.owned();
+        const block owned = owned_;
         if constexpr (is_adasum<Policy>)
             return cross_plan(cross_view(comm), layout, options_for<recursive_halving>(options), owned);
         else
@@ -169,10 +205,14 @@ private:
             return {};
     }
 
-    int size_, per_node_;
+    int size_;
+    std::size_t count_;
+    int per_node_;
     node_combine rule_;
     std::vector<int> node_, cross_;
-    ring_plan<T, view, sum, Memory> intra_;
+    block owned_; // the node stage's: block (local rank + 1) mod k, as the ring's
+    std::optional<shared_stage> shared_;
+    std::optional<ring_plan<T, view, sum, Memory>> ring_;
     cross_plan inter_;
     triple_plan node_triples_;
 };

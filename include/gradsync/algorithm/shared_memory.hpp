@@ -1,7 +1,7 @@
 // Shared memory: the ranks of one host reduce straight from each other's data, and no
 // message is sent. Rank j combines block j (block_of, as the ring) from every rank's copy of
-// it, where that copy lies, finishes it, and writes the finished block into every other
-// rank's copy, where nobody else reads block j. Ranks move on by two flags per call, in a
+// it, where that copy lies, in rank order, finishes it, and writes the finished block into
+// every other rank's copy, where nobody else reads block j. Ranks move on by two flags per call, in a
 // cache line per rank (comm/shared/progress.hpp): "my data is there", then "my block is in
 // your copies"; once a rank has seen every peer's second flag, no peer touches its memory
 // again in this call, so it returns with no closing barrier. Threads of one process publish
@@ -25,23 +25,22 @@
 // entries (the same user and PID namespace), or threads of one process; any N and count;
 // elementwise policies in host memory. Building the plan is collective (it makes the region);
 // where the ranks cannot share one it throws usage_error on every rank, naming the rank and
-// the reason. Rank j alone computes block j, in the ring's order
-// ((g_j + g_{j+1}) + ...) + g_{j+N-1}, indices mod N, and finishes it, so every rank ends
-// with the same bits, NaN payloads included, and the result equals ring's bit for bit.
+// the reason. Rank j alone computes block j, in rank order ((g_0 + g_1) + ...) + g_{N-1}, and
+// finishes it, so every rank ends with the same bits, NaN payloads included, and an element's
+// bits do not depend on the count or on where the blocks are cut: a buffer reduced in pieces
+// (a trainer's buckets, however planned) gives the bits of one call. On 2 ranks that is the
+// ring's result too.
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
-#include <string>
 #include <type_traits>
 #include <vector>
 
-#include <gradsync/comm/shared/progress.hpp>
-#include <gradsync/comm/shared/region.hpp>
+#include <gradsync/comm/shared/peers.hpp>
 #include <gradsync/core/codes.hpp>
 #include <gradsync/plan/plan.hpp>
 
@@ -58,159 +57,142 @@ class shared_memory_plan : public plan_types<shared_memory, C, std::span<T>> {
     static_assert(std::is_same_v<Memory, host_memory>, "gradsync::shared_memory_plan runs in host memory");
 
 public:
-    shared_memory_plan(C& comm, const layer_layout& layout, const plan_options<shared_memory>&)
-        : rank_(comm.rank()), size_(comm.size()), count_(layout.total()),
-          slot_(round_up(count_ * sizeof(T), 128) / sizeof(T)),
-          who_("gradsync::shared_memory (" + where(comm) + ")")
+    shared_memory_plan(C& comm, const layer_layout& layout, const plan_options<shared_memory>& options)
+        : shared_memory_plan(comm, layout, options, 0)
     {
-        const std::size_t lines = round_up(std::size_t(size_) * sizeof(progress_line), 4096);
-        region_ = shared_region::join(comm, lines + std::size_t(size_) * slot_ * sizeof(T));
-        if (!region_.usable())
-            throw usage_error(who_ + ": the ranks cannot share memory: " + region_.why() +
-                              "; shared_memory needs every rank on one host (use automatic or hierarchical across hosts)");
-        lines_ = reinterpret_cast<progress_line*>(region_.data()); // the file's zero pages: every step 0
-        slots_ = reinterpret_cast<T*>(region_.data() + lines);
-        for (int r = 0; r < size_; ++r)
-            direct_ = direct_ && region_.same_process(r);
+    }
+    // Rank r owns block (r + shift) mod N: 1 is the ring's reduce-scatter (hierarchical's node
+    // stage, whose next stage works on the ring's blocks).
+    shared_memory_plan(C& comm, const layer_layout& layout, const plan_options<shared_memory>&, int shift)
+        : count_(layout.total()), peers_(comm, "gradsync::shared_memory (" + where(comm) + ")", count_ * sizeof(T), 0),
+          owned_(block_of(count_, peers_.size(), (peers_.rank() + shift) % peers_.size()))
+    {
     }
 
     shared_memory_plan(const shared_memory_plan&) = delete;
     shared_memory_plan& operator=(const shared_memory_plan&) = delete;
 
     std::size_t count() const noexcept { return count_; }
-    std::size_t scratch_bytes() const noexcept { return direct_ ? 0 : count_ * sizeof(T); }
+    std::size_t scratch_bytes() const noexcept { return peers_.direct() ? 0 : count_ * sizeof(T); }
     // Whether peers read this rank's buffer in place (every rank in this process).
-    bool direct() const noexcept { return direct_; }
+    bool direct() const noexcept { return peers_.direct(); }
     // This rank's slot of the region, count() elements: gradients kept there are reduced with
     // no copy in (run() on this span). Valid while the plan lives.
-    std::span<T> buffer() const noexcept { return {slot(rank_), count_}; }
+    std::span<T> buffer() const noexcept { return {peers_.slot<T>(peers_.rank()), count_}; }
+    // The block this rank combines (ring_plan::owned() with shift 1).
+    block owned() const noexcept { return owned_; }
 
     void run(C& comm, std::span<T> data, int)
     {
-        if (size_ == 1 || count_ == 0) {
-            Policy::template finish<T>(data, size_);
+        if (idle(data))
             return;
-        }
-        const std::uint32_t finished = 2 * ++calls_, published = finished - 1;
-        const bool in_slot = data.data() == slot(rank_);
-        const block mine_b = block_of(count_, size_, rank_);
-        progress_line& mine = lines_[rank_];
-        try {
-            if (direct_) {
-                mine.address.store(reinterpret_cast<std::uintptr_t>(data.data()), std::memory_order_relaxed);
-            } else if (!in_slot) { // the blocks peers combine; its own it combines where it is
-                std::memcpy(slot(rank_), data.data(), mine_b.begin * sizeof(T));
-                std::memcpy(slot(rank_) + mine_b.end, data.data() + mine_b.end, (count_ - mine_b.end) * sizeof(T));
-            }
-            mine.raise(published);
-            for (int k = 1; k < size_; ++k)
-                wait(comm, peer(k), published, "the data");
-            combine_and_hand_out(data, mine_b);
-            mine.raise(finished);
-            for (int k = 1; k < size_; ++k) {
-                wait(comm, peer(k), finished, "the finished block");
-                if (!direct_ && !in_slot) {
-                    const block b = block_of(count_, size_, peer(k));
-                    std::memcpy(data.data() + b.begin, slot(rank_) + b.begin, (b.end - b.begin) * sizeof(T));
-                }
-            }
-        } catch (...) {
-            mine.depart();
-            throw;
-        }
+        guarded([&] {
+            publish(comm, data);
+            peers_.reading_all([&] { combine(data, true); });
+            finish_call(comm, data);
+        });
+    }
+
+    // The halves of run(), for hierarchical: the owned block combined into data (not
+    // finished), then, after whatever the caller does to it, written into every peer's copy.
+    void reduce_scatter(C& comm, std::span<T> data)
+    {
+        if (peers_.size() == 1 || count_ == 0)
+            return;
+        guarded([&] {
+            publish(comm, data);
+            peers_.reading_all([&] { combine(data, false); });
+        });
+    }
+    void allgather(C& comm, std::span<T> data)
+    {
+        if (peers_.size() == 1 || count_ == 0)
+            return;
+        guarded([&] {
+            peers_.reading_all([&] { hand_out(data, owned_.begin, owned_.size()); });
+            finish_call(comm, data);
+        });
     }
 
 private:
     static constexpr std::size_t tile_bytes = 16384; // the running sum's tile: it stays in L1
 
-    static std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
-
-    int peer(int k) const noexcept { return (rank_ + k) % size_; }
-    T* slot(int r) const noexcept { return slots_ + std::size_t(r) * slot_; }
-
-    // Rank r's copy of the vector this call: its buffer (threads) or its slot (processes).
-    T* copy_of(int r) const noexcept
+    bool idle(std::span<T> data) const
     {
-        return direct_ ? reinterpret_cast<T*>(lines_[r].address.load(std::memory_order_relaxed)) : slot(r);
+        if (peers_.size() > 1 && count_ > 0)
+            return false;
+        Policy::template finish<T>(data, peers_.size());
+        return true;
     }
 
-    // This rank's block b, tile by tile: combined from every copy in the ring's order,
-    // finished, and written into every peer's copy.
-    void combine_and_hand_out(std::span<T> data, block b)
-    {
-        reading_all([&] {
-            const std::size_t tile = std::max<std::size_t>(1, tile_bytes / sizeof(T));
-            for (std::size_t at = b.begin; at < b.end; at += tile) {
-                const std::size_t n = std::min(tile, b.end - at);
-                const std::span<T> acc = data.subspan(at, n);
-                for (int k = 1; k < size_; ++k)
-                    Policy::template combine<T>(acc, std::span<const T>(copy_of(peer(k)) + at, n));
-                Policy::template finish<T>(acc, size_);
-                for (int k = 1; k < size_; ++k)
-                    std::memcpy(copy_of(peer(k)) + at, acc.data(), n * sizeof(T));
-            }
-        });
-    }
-
-    // f() while every peer's buffer may be read and written (threads); a peer gone is an
-    // error here.
     template <class F>
-    void reading_all(F&& f)
+    void guarded(F&& f)
     {
-        if (!direct_)
-            return f();
-        int entered = 0;
-        struct exit_guard {
-            progress_line* lines;
-            int rank, size;
-            int& entered;
-            ~exit_guard()
-            {
-                for (int k = 1; k <= entered; ++k)
-                    lines[(rank + k) % size].leave();
-            }
-        } guard{lines_, rank_, size_, entered};
-        for (int k = 1; k < size_; ++k, ++entered)
-            if (!lines_[(rank_ + k) % size_].enter())
-                gone((rank_ + k) % size_);
-        f();
-    }
-
-    [[noreturn]] void gone(int p) const
-    {
-        throw aborted_error(who_ + ": call " + std::to_string(calls_) + ": combining the data of rank " + std::to_string(p) +
-                            ": that rank left the call with an error");
-    }
-
-    void wait(C& comm, int peer, std::uint32_t step, const char* what)
-    {
-        const std::chrono::nanoseconds deadline = wait_deadline(comm);
-        const progress_wait ended = wait_for(
-            lines_[peer], step, deadline, [&] { return is_released(comm); }, [&] { return region_.exited(peer); });
-        if (ended == progress_wait::reached)
-            return;
-        const std::string waited = who_ + ": call " + std::to_string(calls_) + ": waiting for " + what + " of rank " +
-            std::to_string(peer) + ": ";
-        switch (ended) {
-        case progress_wait::gone: throw aborted_error(waited + "that rank left the call with an error");
-        case progress_wait::released: throw aborted_error(waited + "this rank was released");
-        case progress_wait::exited:
-            throw communication_error(waited + "its process (pid " + std::to_string(region_.pid_of(peer)) +
-                                      ") has exited");
-        default:
-            throw deadline_error(waited + "it did not come within " +
-                                 std::to_string(std::chrono::duration<double>(deadline).count()) + " s");
+        try {
+            f();
+        } catch (...) {
+            peers_.depart();
+            throw;
         }
     }
 
-    int rank_, size_;
-    std::size_t count_, slot_;
-    std::string who_;
-    shared_region region_;
-    progress_line* lines_ = nullptr;
-    T* slots_ = nullptr;
-    bool direct_ = true;
-    std::uint32_t calls_ = 0;
+    // The call's first flag, once this rank's data is readable by its peers: its address
+    // (threads), or the blocks the peers combine copied into its slot (processes; none when
+    // data is the slot); then every peer's.
+    void publish(C& comm, std::span<T> data)
+    {
+        const std::uint32_t published = 2 * peers_.begin_call() - 1;
+        copied_ = peers_.share(data.data(), count_, owned_.begin, owned_.end);
+        peers_.raise(published);
+        peers_.wait_all(comm, published, "the data");
+    }
+
+    // The call's second flag, once the owned block is in every peer's copy; then every peer's,
+    // and the finished blocks copied out of the slot.
+    void finish_call(C& comm, std::span<T> data)
+    {
+        const std::uint32_t finished = 2 * peers_.call();
+        peers_.raise(finished);
+        peers_.wait_all(comm, finished, "the finished block");
+        if (copied_)
+            peers_.take_back(data.data(), count_, owned_.begin, owned_.end);
+    }
+
+    // The owned block, tile by tile, combined in rank order ((g_0 + g_1) + ...) where rank 0's
+    // copy lies (nobody else touches this block of any copy this call) and left in data; with
+    // `whole`, also finished and written into every peer's copy while in cache.
+    void combine(std::span<T> data, bool whole)
+    {
+        const int n = peers_.size();
+        const std::size_t tile = std::max<std::size_t>(1, tile_bytes / sizeof(T));
+        for (std::size_t at = owned_.begin; at < owned_.end; at += tile) {
+            const std::size_t len = std::min(tile, owned_.end - at);
+            const std::span<T> acc(peers_.copy_of(0, data.data()) + at, len);
+            for (int q = 1; q < n; ++q)
+                Policy::template combine<T>(acc, std::span<const T>(peers_.copy_of(q, data.data()) + at, len));
+            if (whole) { // finished where it lies, then into every other copy, this rank's data included
+                Policy::template finish<T>(acc, n);
+                for (int q = 0; q < n; ++q)
+                    if (T* copy = peers_.copy_of(q, data.data()) + at; copy != acc.data())
+                        std::memcpy(copy, acc.data(), len * sizeof(T));
+            } else if (acc.data() != data.data() + at) {
+                std::memcpy(data.data() + at, acc.data(), len * sizeof(T));
+            }
+        }
+    }
+
+    // data[at, at + len) written into every peer's copy.
+    void hand_out(std::span<T> data, std::size_t at, std::size_t len)
+    {
+        const int n = peers_.size();
+        for (int k = 1; k < n; ++k)
+            std::memcpy(peers_.copy_of((peers_.rank() + k) % n, data.data()) + at, data.data() + at, len * sizeof(T));
+    }
+
+    std::size_t count_;
+    shared_peers peers_;
+    block owned_;
+    bool copied_ = false;
 };
 
 } // namespace gradsync

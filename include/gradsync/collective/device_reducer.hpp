@@ -95,7 +95,7 @@ public:
         : comm_(&comm), count_(count), path_(choose(comm, options.path))
     {
         const layer_layout layout(count, layers);
-        const plan_options<Algorithm> plan = options.reducer.for_plan(algorithm);
+        const plan_options<Algorithm> plan = options.reducer.for_plan(messages_only(algorithm));
         if constexpr (has_direct) {
             if (path_ == device_path::direct) {
                 direct_.emplace(comm, count, layout, plan, options.reducer.tag, "gradsync::device_reducer");
@@ -141,6 +141,15 @@ public:
     device_path path() const noexcept { return path_; }
 
 private:
+    // The staged path's host plan makes the direct path's choice, and ranks of one group may
+    // take either: neither shares memory, which the direct path cannot.
+    static Algorithm messages_only(Algorithm algorithm) noexcept
+    {
+        if constexpr (requires { algorithm.share_memory = false; })
+            algorithm.share_memory = false;
+        return algorithm;
+    }
+
     static device_path choose(const Comm& comm, device_path requested)
     {
         const bool carried = Space::carries(comm);

@@ -32,6 +32,10 @@
 // limit), and c.released() -> bool, whether release() was called (or, in a local_group, another
 // rank failed): waits outside the transport, on a shared region's flags, keep to both.
 //
+// Optional: c.may_share_memory() -> bool, false for a communicator whose messages stand for a
+// link that sharing memory would bypass (delay_communicator): shared-memory plans refuse it
+// and automatic leaves them out. Without it, true.
+//
 // A transport that can see the peer's next message, and finds it stamped for another reducer
 // or call of the same base (tags::foreign) while it waits for a receive, throws
 // foreign_message_error instead of waiting for a message that is not coming.
@@ -104,6 +108,15 @@ bool is_released(const C& c)
         return c.released();
     else
         return false;
+}
+
+template <communicator C>
+bool may_share_memory(const C& c)
+{
+    if constexpr (requires { { c.may_share_memory() } -> std::convertible_to<bool>; })
+        return c.may_share_memory();
+    else
+        return true;
 }
 
 template <communicator C>

@@ -41,6 +41,7 @@ public:
     }
     bool released() const { return gradsync::is_released(*parent_); }
     std::chrono::nanoseconds deadline() const { return gradsync::wait_deadline(*parent_); }
+    bool may_share_memory() const { return gradsync::may_share_memory(*parent_); }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
     {

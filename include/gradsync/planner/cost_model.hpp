@@ -126,6 +126,17 @@ inline linear_cost shared_memory_cost(const link_parameters& link, int ranks)
     return {2 * (n - 1) * link.alpha, f * link.beta + f * link.gamma};
 }
 
+// Adasum over shared memory (adasum_shared_memory.hpp): the ring's chains, a flag per link
+// from each peer and its 24 bytes of triples per layer, each byte combined twice.
+inline linear_cost shared_memory_adasum_cost(const link_parameters& link, int ranks, std::size_t layers)
+{
+    detail::check_link(link, "gradsync::planner::shared_memory_adasum_cost");
+    detail::check_ranks(ranks, "gradsync::planner::shared_memory_adasum_cost");
+    const double n = ranks, f = (n - 1) / n;
+    return {(n + 1) * (n - 1) * link.alpha + (n - 1) * (n - 1) * 24.0 * double(layers) * link.beta,
+            f * link.beta + 2 * f * link.gamma};
+}
+
 inline linear_cost hierarchical_cost(const link_parameters& intra, const link_parameters& inter, int ranks,
                                      int ranks_per_node)
 {

@@ -1,26 +1,33 @@
-// automatic: picks an algorithm once, when the reducer is planned, from the vector size in
-// bytes (M) and the rank count (N):
+// automatic: picks an algorithm once, when the reducer is planned. Ranks of one host (every
+// rank of the group on rank 0's host, able to map one shared region: comm/shared/region.hpp)
+// reduce through shared memory (shared_memory), faster than any message at every size
+// (docs/results.md); automatic{.share_memory = false} leaves it out. Otherwise, from the
+// vector size in bytes (M) and the rank count (N):
 //   M <= small_bytes or count < N   -> recursive_doubling (latency-bound: log2 N rounds)
 //   N a power of two                -> recursive_halving  (log2 N rounds, optimal bandwidth)
 //   otherwise, M >= ring_bytes      -> ring  (no folding: folding moves 2M more bytes on
 //                                             the folded ranks)
 //   otherwise                       -> recursive_halving
-// Every rank computes the same choice from the same (M, N), so no agreement is needed
-// beyond the reducer's usual check. The rule is the same for every policy and every memory
+// Every rank computes the same choice: the rule from the same (M, N), the shared region's
+// verdict from rank 0. The rule is the same for every policy and every memory
 // (memory/host_memory.hpp): the chosen algorithm's plan for the policy and memory comes from
-// the table (selector/plan_table.hpp), so a memory space makes the host path's choice and sends its
-// messages.
+// the table (selector/plan_table.hpp), so a memory space makes the host path's choice and sends
+// its messages; shared memory is a candidate only where the table has its plan (host memory).
 #pragma once
 
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <type_traits>
 #include <variant>
 
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
+#include <gradsync/algorithm/shared_memory.hpp>
 #include <gradsync/core/codes.hpp>
+#include <gradsync/core/error.hpp>
 #include <gradsync/core/hash.hpp>
 #include <gradsync/plan/plan.hpp>
 
@@ -31,11 +38,15 @@ struct automatic {
     static constexpr const char* name = "automatic";
     std::size_t small_bytes = std::size_t(32) << 10;
     std::size_t ring_bytes = std::size_t(1) << 20;
+    bool share_memory = true; // ranks of one host: shared_memory
 
-    // Fingerprint of the thresholds, which every rank must share (checked by the reducer).
-    std::uint64_t parameter() const noexcept { return detail::mix_in(detail::mix(small_bytes), ring_bytes); }
+    // Fingerprint of the rule, which every rank must share (checked by the reducer).
+    std::uint64_t parameter() const noexcept
+    {
+        return detail::mix_in(detail::mix_in(detail::mix(small_bytes), ring_bytes), share_memory ? 1 : 0);
+    }
 
-    // Code of the algorithm chosen for `bytes` per rank over `ranks` ranks.
+    // Code of the message-passing algorithm chosen for `bytes` per rank over `ranks` ranks.
     std::uint32_t choose(std::size_t bytes, std::size_t count, int ranks) const noexcept
     {
         if (bytes <= small_bytes || count < std::size_t(ranks))
@@ -72,33 +83,57 @@ candidate_plan<T, C, Policy, Memory> make_candidate(const C& comm, const layer_l
 
 template <element T, communicator C, class Policy, class Memory = host_memory>
 class automatic_plan : public plan_types<automatic, C, typename Memory::template span<T>> {
+    static constexpr bool shares = has_plan<T, C, shared_memory, Policy, Memory>;
+    struct no_shared_plan {};
+    using shared_plan = std::conditional_t<shares, plan_of<T, C, shared_memory, Policy, Memory>, no_shared_plan>;
+
 public:
-    automatic_plan(const C& comm, const layer_layout& layout, const plan_options<automatic>& options)
-        : chosen_(options.algorithm.choose(layout.total() * sizeof(T), layout.total(), comm.size())),
-          plan_(make_candidate<T, C, Policy, Memory>(comm, layout, chosen_, options.pipeline))
+    automatic_plan(C& comm, const layer_layout& layout, const plan_options<automatic>& options)
+        : chosen_(options.algorithm.choose(layout.total() * sizeof(T), layout.total(), comm.size()))
     {
+        if constexpr (shares)
+            if (options.algorithm.share_memory && comm.size() > 1) {
+                try {
+                    shared_.emplace(comm, layout, plan_options<shared_memory>{{}, options.pipeline});
+                    chosen_ = shared_memory::code;
+                    return;
+                } catch (const usage_error&) { // the region's verdict, the same on every rank: not one host
+                }
+            }
+        plan_.emplace(make_candidate<T, C, Policy, Memory>(comm, layout, chosen_, options.pipeline));
     }
 
     std::size_t count() const noexcept
     {
-        return std::visit([](const auto& p) { return p.count(); }, plan_);
+        return visit(*this, [](const auto& p) { return p.count(); });
     }
     std::size_t scratch_bytes() const noexcept
     {
-        return std::visit([](const auto& p) { return p.scratch_bytes(); }, plan_);
+        return visit(*this, [](const auto& p) { return p.scratch_bytes(); });
     }
 
-    // Code of the algorithm this plan runs (ring::code, recursive_halving::code, ...).
+    // Code of the algorithm this plan runs (shared_memory::code, ring::code, ...).
     std::uint32_t chosen() const noexcept { return chosen_; }
 
     void run(C& comm, typename Memory::template span<T> data, int tag)
     {
-        std::visit([&](auto& p) { p.run(comm, data, tag); }, plan_);
+        visit(*this, [&](auto& p) { p.run(comm, data, tag); });
     }
 
 private:
+    // f(the plan chosen), for a const or a mutable automatic_plan.
+    template <class Self, class F>
+    static decltype(auto) visit(Self& self, F&& f)
+    {
+        if constexpr (shares)
+            if (self.shared_)
+                return f(*self.shared_);
+        return std::visit(f, *self.plan_);
+    }
+
     std::uint32_t chosen_;
-    candidate_plan<T, C, Policy, Memory> plan_;
+    std::optional<shared_plan> shared_;
+    std::optional<candidate_plan<T, C, Policy, Memory>> plan_;
 };
 
 } // namespace gradsync

@@ -11,7 +11,7 @@
 //   hierarchical        hierarchical_plan                 hierarchical_plan
 //   automatic           automatic_plan wherever its three candidates have plans
 //   tuned               tuned_plan (host memory only)     none (selector/tuned.hpp says why)
-//   shared_memory       shared_memory_plan (host memory)  none yet
+//   shared_memory       shared_memory_plan (host memory)  adasum_shared_memory_plan (host memory)
 //   nccl_passthrough    (algorithm/nccl_passthrough.hpp: NCCL's memory only)
 //
 // Broadcasts have no policy: a broadcast_row<Algorithm> (plan/broadcast_plan.hpp) names one plan
@@ -36,6 +36,7 @@
 
 #include <gradsync/algorithm/adasum_recursive_doubling.hpp>
 #include <gradsync/algorithm/adasum_recursive_halving.hpp>
+#include <gradsync/algorithm/adasum_shared_memory.hpp>
 #include <gradsync/algorithm/adasum_ring.hpp>
 #include <gradsync/algorithm/binomial_tree.hpp>
 #include <gradsync/algorithm/hierarchical.hpp>
@@ -117,8 +118,12 @@ struct plan_row<shared_memory> {
     template <element T, class C, class Policy, class Memory>
     static auto select()
     {
-        if constexpr (std::is_same_v<Memory, host_memory> && Memory::template combines<Policy>)
+        if constexpr (!std::is_same_v<Memory, host_memory>)
+            return std::type_identity<no_plan>{};
+        else if constexpr (Memory::template combines<Policy>)
             return std::type_identity<shared_memory_plan<T, C, Policy>>{};
+        else if constexpr (is_adasum<Policy>)
+            return std::type_identity<adasum_shared_memory_plan<T, C>>{};
         else
             return std::type_identity<no_plan>{};
     }

@@ -21,7 +21,8 @@
 // delay_communicators (a header must meet a header). Like the communicators it wraps, it is
 // driven by one thread at a time. rank(), size(), eager_limit(), tag_limit(), receives_first(),
 // ranks_per_node(), check_thread_support() and release() are the inner communicator's, and its
-// errors pass through.
+// errors pass through. It never shares memory (may_share_memory() is false): its messages
+// are the link.
 #pragma once
 
 #include <algorithm>
@@ -118,6 +119,8 @@ public:
     }
     bool released() const { return gradsync::is_released(*inner_); }
     std::chrono::nanoseconds deadline() const { return gradsync::wait_deadline(*inner_); }
+    // Its messages stand for the emulated link: shared memory would bypass it.
+    bool may_share_memory() const noexcept { return false; }
     int ranks_per_node() const
         requires requires(const C& c) { { c.ranks_per_node() } -> std::convertible_to<int>; }
     {

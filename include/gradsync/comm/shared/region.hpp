@@ -3,10 +3,12 @@
 //
 // Rank 0 makes an anonymous file (memfd_create) and writes a random key at its start; every
 // other rank opens it through /proc/PID/fd/N (rank 0's process and descriptor), maps it and
-// checks the key. The file has no name (nothing in /dev/shm) and the kernel frees it when the
-// last rank unmaps it or exits, SIGKILL included, so nothing is ever left behind. Rank 0 closes its descriptor
-// once every rank has answered. A rank that cannot map it (another host or PID namespace,
-// /proc hidden, no memory) says why, and rank 0 tells every rank the verdict, so the region is
+// checks the key. A rank whose host name is not rank 0's does not try: it is another node (as
+// hierarchical counts nodes), even where one kernel runs both. The file has no name (nothing
+// in /dev/shm) and the kernel frees it when the last rank unmaps it or exits, SIGKILL
+// included, so nothing is ever left behind. Rank 0 closes its descriptor once every rank has
+// answered. A rank that cannot map it (another host or PID namespace, /proc hidden, no
+// memory) says why, and rank 0 tells every rank the verdict, so the region is
 // usable on every rank or on none.
 //
 // Ranks of one process (threads of a local_group) share one mapping, kept until the last of
@@ -16,6 +18,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -98,6 +101,7 @@ private:
         std::int32_t fd;   // -1: rank 0 could not make the file
         std::int32_t error; // errno of that
         std::int32_t pad;
+        std::array<char, 256> host; // rank 0's host name
     };
     struct answer {
         std::int32_t pid;
@@ -109,7 +113,8 @@ private:
                                             "could not open rank 0's shared file through /proc",
                                             "found rank 0's shared file of another size",
                                             "could not map rank 0's shared file",
-                                            "found another key in rank 0's shared file (a process of another host?)"};
+                                            "found another key in rank 0's shared file (a process of another host?)",
+                                            "has another host name than rank 0"};
 
     struct mapping {
         std::byte* base;
@@ -153,6 +158,15 @@ private:
         for (int& fd : pidfds_)
             if (fd >= 0)
                 ::close(std::exchange(fd, -1));
+    }
+
+    // Ranks on hosts of other names share no memory, even where one kernel runs them all
+    // (network and UTS namespaces standing in for hosts): the nodes hierarchical sees.
+    static std::array<char, 256> host_name() noexcept
+    {
+        std::array<char, 256> name{};
+        ::gethostname(name.data(), name.size() - 1);
+        return name;
     }
 
     static std::uint64_t fresh_key()
@@ -211,7 +225,7 @@ shared_region shared_region::join(C& comm, std::size_t bytes)
     // verdict: [first failing rank or -1, its step, its errno, pid of every rank]
     std::vector<std::int32_t> verdict(std::size_t(3 + n), 0);
     if (me == 0) {
-        offer o{fresh_key(), total, std::int32_t(::getpid()), -1, 0, 0};
+        offer o{fresh_key(), total, std::int32_t(::getpid()), -1, 0, 0, host_name()};
         const descriptor made{int(::syscall(SYS_memfd_create, "gradsync", MFD_CLOEXEC))};
         const int fd = made.fd;
         if (fd < 0 || ::ftruncate(fd, off_t(total)) != 0) {
@@ -253,6 +267,8 @@ shared_region shared_region::join(C& comm, std::size_t bytes)
         if (o.fd < 0) {
             a.step = 1;
             a.error = o.error;
+        } else if (host_name() != o.host) {
+            a.step = 6;
         } else if (!(region.mapping_ = registered(o.key))) { // no rank of this process mapped it yet
             const std::string path = "/proc/" + std::to_string(o.pid) + "/fd/" + std::to_string(o.fd);
             errno = 0;
@@ -274,8 +290,8 @@ shared_region shared_region::join(C& comm, std::size_t bytes)
     region.pids_.assign(verdict.begin() + 3, verdict.end());
     if (verdict[0] >= 0) {
         region.mapping_.reset();
-        region.why_ = "rank " + std::to_string(verdict[0]) + " " + steps[verdict[1]] + " (" +
-            std::strerror(verdict[2]) + ")";
+        region.why_ = "rank " + std::to_string(verdict[0]) + " " + steps[verdict[1]] +
+            (verdict[2] ? std::string(" (") + std::strerror(verdict[2]) + ")" : std::string());
         return region;
     }
     region.pidfds_.assign(std::size_t(n), -1);

@@ -1,0 +1,183 @@
+// shared_peers: the ranks of one plan on a shared region (region.hpp), laid out as a progress
+// line per rank (progress.hpp), then a slot per rank (a copy of its data, for ranks of other
+// processes), then an exchange area per rank (small values every peer reads, such as Adasum's
+// triples). What every shared-memory plan needs besides its arithmetic: the region made when
+// the plan is built, the flags, the waits that name what ended them, and, for threads of one
+// process, reading each other's buffers in place.
+//
+// Threads of one process work on each other's buffers (direct()): a rank publishes its
+// buffer's address with its first flag of a call, and reads a peer's buffer only inside
+// reading_all(), which a peer that left with an error cannot be in.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include <gradsync/comm/communicator.hpp>
+#include <gradsync/comm/shared/progress.hpp>
+#include <gradsync/comm/shared/region.hpp>
+#include <gradsync/core/error.hpp>
+
+namespace gradsync {
+
+class shared_peers {
+public:
+    // Collective: every rank of comm, with the same sizes. `who` names the plan in errors.
+    template <communicator C>
+    shared_peers(C& comm, std::string who, std::size_t slot_bytes, std::size_t exchange_bytes)
+        : rank_(comm.rank()), size_(comm.size()), slot_bytes_(round_up(slot_bytes, 128)),
+          exchange_bytes_(round_up(exchange_bytes, 128)), who_(std::move(who))
+    {
+        if (!gradsync::may_share_memory(comm))
+            throw usage_error(who_ + ": this communicator's messages stand for a link (may_share_memory() is "
+                                     "false); shared memory would bypass it");
+        const std::size_t lines = round_up(std::size_t(size_) * sizeof(progress_line), 4096);
+        region_ = shared_region::join(comm, lines + std::size_t(size_) * (slot_bytes_ + exchange_bytes_));
+        if (!region_.usable())
+            throw usage_error(who_ + ": the ranks cannot share memory: " + region_.why() +
+                              "; shared_memory needs every rank on one host (use automatic or hierarchical across hosts)");
+        lines_ = reinterpret_cast<progress_line*>(region_.data()); // the file's zero pages: every step 0
+        slots_ = region_.data() + lines;
+        for (int r = 0; r < size_; ++r)
+            direct_ = direct_ && region_.same_process(r);
+    }
+
+    shared_peers(const shared_peers&) = delete;
+    shared_peers& operator=(const shared_peers&) = delete;
+
+    int rank() const noexcept { return rank_; }
+    int size() const noexcept { return size_; }
+    // Whether every rank is a thread of this process, so buffers are read in place.
+    bool direct() const noexcept { return direct_; }
+    const std::string& who() const noexcept { return who_; }
+    // The number of the call begun last (counting from 1), for errors.
+    std::uint32_t call() const noexcept { return calls_; }
+    std::uint32_t begin_call() noexcept { return ++calls_; }
+
+    template <class T>
+    T* slot(int r) const noexcept
+    {
+        return reinterpret_cast<T*>(slots_ + std::size_t(r) * slot_bytes_);
+    }
+    template <class T>
+    T* exchange_area(int r) const noexcept
+    {
+        return reinterpret_cast<T*>(slots_ + std::size_t(size_) * slot_bytes_ + std::size_t(r) * exchange_bytes_);
+    }
+
+    // Rank r's copy of the data this call: this rank's `own`, a peer's published buffer
+    // (threads), or a peer's slot (processes).
+    template <class T>
+    T* copy_of(int r, T* own) const noexcept
+    {
+        if (r == rank_)
+            return own;
+        return direct_ ? reinterpret_cast<T*>(lines_[r].address.load(std::memory_order_relaxed)) : slot<T>(r);
+    }
+
+    // Before the first flag of a call: makes this rank's `count` elements at `data` readable by
+    // its peers. Threads read them where they lie (the address is published); a process copies
+    // into its slot every element outside [owned_begin, owned_end), the part it works on
+    // itself, unless data is its slot. Whether take_back() is to copy the results back.
+    template <class T>
+    bool share(T* data, std::size_t count, std::size_t owned_begin, std::size_t owned_end) noexcept
+    {
+        lines_[rank_].address.store(reinterpret_cast<std::uintptr_t>(data), std::memory_order_relaxed);
+        T* mine = slot<T>(rank_);
+        if (direct_ || data == mine)
+            return false;
+        std::memcpy(mine, data, owned_begin * sizeof(T));
+        std::memcpy(mine + owned_end, data + owned_end, (count - owned_end) * sizeof(T));
+        return true;
+    }
+    // After the last flag of a call: the elements outside [owned_begin, owned_end) copied
+    // back from this rank's slot, where its peers wrote them.
+    template <class T>
+    void take_back(T* data, std::size_t count, std::size_t owned_begin, std::size_t owned_end) const noexcept
+    {
+        const T* mine = slot<T>(rank_);
+        std::memcpy(data, mine, owned_begin * sizeof(T));
+        std::memcpy(data + owned_end, mine + owned_end, (count - owned_end) * sizeof(T));
+    }
+    void raise(std::uint32_t step) noexcept { lines_[rank_].raise(step); }
+    // This rank leaves a call with an error: peers waiting on it end at once, and none reads
+    // its buffer after this returns.
+    void depart() noexcept { lines_[rank_].depart(); }
+
+    // Waits until every peer has raised `step`, or throws what ended the wait, naming the
+    // peer and `what` it was waited for: deadline_error at comm's deadline, communication_error
+    // when its process has exited, aborted_error when it left with an error or comm was
+    // released.
+    template <communicator C>
+    void wait_all(C& comm, std::uint32_t step, const char* what)
+    {
+        for (int k = 1; k < size_; ++k)
+            wait(comm, (rank_ + k) % size_, step, what);
+    }
+
+    // f() while every peer's buffer may be read and written (threads); a peer that has left
+    // with an error is an aborted_error here.
+    template <class F>
+    void reading_all(F&& f)
+    {
+        if (!direct_)
+            return f();
+        int entered = 0;
+        struct exit_guard {
+            progress_line* lines;
+            int rank, size;
+            int& entered;
+            ~exit_guard()
+            {
+                for (int k = 1; k <= entered; ++k)
+                    lines[(rank + k) % size].leave();
+            }
+        } guard{lines_, rank_, size_, entered};
+        for (int k = 1; k < size_; ++k, ++entered)
+            if (!lines_[(rank_ + k) % size_].enter())
+                throw aborted_error(prefix() + "reading the data of rank " + std::to_string((rank_ + k) % size_) +
+                                    ": that rank left the call with an error");
+        f();
+    }
+
+private:
+    static std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
+
+    std::string prefix() const { return who_ + ": call " + std::to_string(calls_) + ": "; }
+
+    template <communicator C>
+    void wait(C& comm, int peer, std::uint32_t step, const char* what)
+    {
+        const std::chrono::nanoseconds deadline = wait_deadline(comm);
+        const progress_wait ended = wait_for(
+            lines_[peer], step, deadline, [&] { return is_released(comm); }, [&] { return region_.exited(peer); });
+        if (ended == progress_wait::reached)
+            return;
+        const std::string waited = prefix() + "waiting for " + what + " of rank " + std::to_string(peer) + ": ";
+        switch (ended) {
+        case progress_wait::gone: throw aborted_error(waited + "that rank left the call with an error");
+        case progress_wait::released: throw aborted_error(waited + "this rank was released");
+        case progress_wait::exited:
+            throw communication_error(waited + "its process (pid " + std::to_string(region_.pid_of(peer)) +
+                                      ") has exited");
+        default:
+            throw deadline_error(waited + "it did not come within " +
+                                 std::to_string(std::chrono::duration<double>(deadline).count()) + " s");
+        }
+    }
+
+    int rank_, size_;
+    std::size_t slot_bytes_, exchange_bytes_;
+    std::string who_;
+    shared_region region_;
+    progress_line* lines_ = nullptr;
+    std::byte* slots_ = nullptr;
+    bool direct_ = true;
+    std::uint32_t calls_ = 0;
+};
+
+} // namespace gradsync
