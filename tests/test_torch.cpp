@@ -407,3 +407,56 @@ TEST_CASE("modules that differ are refused on every rank, naming the first param
     CHECK(kind_name(wrong_type[0].k) == std::string(kind_name(kind::usage)));
     CHECK_THAT(wrong_type[0].what, Contains("parameter 0 (conv1.weight) is of type Double"));
 }
+
+TEST_CASE("the gradients lie in memory the ranks share, a grad kept outlives the data_parallel", "[torch][shared]")
+{
+    // Threads of one group share memory unless told not to; the flat buffer is then a
+    // shared_buffer's slot, and a grad tensor holds it after the data_parallel is gone (a
+    // read of unmapped memory would end the test). Ranks that disagree on sharing are refused.
+    constexpr int n = 2;
+    for (bool share : {true, false}) {
+        std::vector<lenet> models = replicas(n);
+        const auto inputs = batches(1, n);
+        std::vector<int> shared(n, -1);
+        std::vector<std::vector<float>> reduced(n), kept(n);
+        local_group group(n);
+        group.run([&](local_communicator& comm) {
+            const std::size_t r = std::size_t(comm.rank());
+            at::Tensor grad;
+            {
+                gradsync::data_parallel<float, local_communicator> dp(comm, *models[r], {},
+                                                                      gradsync::automatic{.share_memory = share});
+                shared[r] = dp.gradients_shared();
+                dp.zero_grad();
+                backward(models[r], inputs[0][r]);
+                dp.synchronize();
+                reduced[r] = gradients_of(models[r]);
+                grad = models[r]->parameters().back().grad();
+            }
+            for (auto& p : models[r]->parameters())
+                p.mutable_grad() = torch::Tensor();
+            kept[r].assign(grad.data_ptr<float>(), grad.data_ptr<float>() + grad.numel());
+        });
+        for (std::size_t r = 0; r < n; ++r) {
+            INFO("share_memory " << share << ", rank " << r);
+            CHECK(shared[r] == int(share));
+            CHECK(same_bits(kept[r], std::vector<float>(reduced[r].end() - std::ptrdiff_t(kept[r].size()),
+                                                        reduced[r].end())));
+            CHECK(same_bits(reduced[r], reduced[0]));
+        }
+    }
+    std::vector<lenet> models = replicas(n);
+    std::vector<outcome> o(n);
+    local_group group(n);
+    group.run([&](local_communicator& comm) {
+        gradsync_test::record(o[std::size_t(comm.rank())], false, [&] {
+            gradsync::data_parallel<float, local_communicator> dp(
+                comm, *models[std::size_t(comm.rank())], {}, gradsync::automatic{.share_memory = comm.rank() == 0});
+        });
+    });
+    for (const outcome& r : o) {
+        INFO(r.what);
+        CHECK(kind_name(r.k) == std::string(kind_name(kind::mismatch)));
+        CHECK_THAT(r.what, Contains("whether the algorithm shares memory"));
+    }
+}

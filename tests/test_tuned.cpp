@@ -39,6 +39,8 @@ struct rank_record {
     std::vector<std::vector<T>> results;
     std::vector<std::optional<gradsync::tuned_candidate>> chosen;
     std::vector<double> measured;
+    std::size_t tuning = 0, candidates = 0;
+    std::uint32_t preferred = 0;
 };
 
 bool same(const std::optional<gradsync::tuned_candidate>& a, const std::optional<gradsync::tuned_candidate>& b)
@@ -49,12 +51,16 @@ bool same(const std::optional<gradsync::tuned_candidate>& a, const std::optional
 template <class T, class Policy>
 void check_every_call(int n, std::size_t count, int rounds)
 {
-    const std::size_t tuning = 6 * std::size_t(rounds), calls = tuning + 3;
+    // Threads share memory: shared_memory is a seventh candidate, and automatic's choice.
+    const std::size_t candidates = n > 1 ? 7 : 6, tuning = candidates * std::size_t(rounds), calls = tuning + 3;
     std::vector<rank_record<T>> seen(static_cast<std::size_t>(n));
     local_group group(n);
     const std::string escaped = run_ranks(group, [&](local_communicator& comm) {
         auto& mine = seen[std::size_t(comm.rank())];
         gradsync::reducer<T, local_communicator, Policy, tuned> reduce(comm, count, tuned{.rounds = rounds});
+        mine.tuning = reduce.plan().tuning_calls();
+        mine.candidates = reduce.plan().candidates();
+        mine.preferred = reduce.plan().preferred().algorithm;
         for (std::size_t c = 0; c < calls; ++c) {
             std::vector<T> data = ref::int_data<T>(c, comm.rank(), count);
             reduce(std::span<T>(data));
@@ -67,6 +73,10 @@ void check_every_call(int n, std::size_t count, int rounds)
     INFO("N " << n << ", count " << count << ", " << ref::type_name<T>() << ", " << Policy::name << ", rounds "
               << rounds);
     REQUIRE(escaped == "");
+    CHECK(seen[0].candidates == candidates);
+    CHECK(seen[0].tuning == tuning);
+    if (n > 1)
+        CHECK(seen[0].preferred == gradsync::shared_memory::code);
     for (std::size_t c = 0; c < calls; ++c) {
         INFO("call " << c + 1);
         std::vector<std::vector<T>> inputs;
@@ -82,7 +92,7 @@ void check_every_call(int n, std::size_t count, int rounds)
         CHECK(seen[0].chosen[c].has_value() == (c + 1 >= tuning));
     }
     for (int r = 1; r < n; ++r)
-        CHECK(ref::same_bits(seen[std::size_t(r)].measured.data(), seen[0].measured.data(), 6 * sizeof(double)));
+        CHECK(ref::same_bits(seen[std::size_t(r)].measured.data(), seen[0].measured.data(), candidates * sizeof(double)));
     const auto& m = seen[0].measured;
     CHECK(std::all_of(m.begin(), m.end(), [](double t) { return t > 0; }));
 }

@@ -10,6 +10,7 @@
 #include <gradsync/core/types.hpp>
 #include <gradsync/comm/communicator.hpp>
 #include <gradsync/comm/subgroup.hpp>
+#include <gradsync/comm/shared/buffer.hpp>
 #include <gradsync/comm/delay/delay.hpp>
 #include <gradsync/comm/local/local.hpp>
 #include <gradsync/kernels/host.hpp>

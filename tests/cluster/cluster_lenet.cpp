@@ -7,8 +7,12 @@
 // the bits of thread 0's. Prints the parameters' hash; exits 0 when every check held, 1
 // otherwise, 2 on bad arguments.
 //
+// Across hosts no memory is shared, and the threads are told not to share it either. With
+// `one_host` (cluster_lenet_mpi launched on this host alone), the processes' gradients must lie
+// in a shared_buffer, reduced there in place, and the threads share memory as well.
+//
 //   cluster_lenet_gloo RANK SIZE STORE_DIR ADDRESS
-//   cluster_lenet_mpi
+//   cluster_lenet_mpi [one_host]
 #include "../torch_harness.hpp"
 
 #include <cstdint>
@@ -42,13 +46,14 @@ gradsync_test::lenet start_of(int rank)
 }
 
 // Rank `rank`'s training from `model`, its own batches, `steps` reduced SGD steps; returns the
-// parameters.
+// parameters, and sets whether the gradients lay in memory the ranks share.
 template <class Policy, class Comm>
 std::vector<float> train(Comm& comm, gradsync_test::lenet model, int rank,
-                         const std::vector<std::vector<gradsync_test::batch>>& inputs,
-                         gradsync::automatic algorithm = {})
+                         const std::vector<std::vector<gradsync_test::batch>>& inputs, gradsync::automatic algorithm,
+                         bool& shared)
 {
     gradsync::data_parallel<float, Comm, Policy> dp(comm, *model, {}, algorithm);
+    shared = dp.gradients_shared();
     torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
     for (int s = 0; s < steps; ++s) {
         dp.zero_grad();
@@ -60,7 +65,7 @@ std::vector<float> train(Comm& comm, gradsync_test::lenet model, int rank,
 }
 
 template <class Policy>
-int check(communicator& comm, const char* name)
+int check(communicator& comm, const char* name, bool one_host)
 {
     const int rank = comm.rank(), size = comm.size();
     const auto inputs = gradsync_test::batches(steps, size);
@@ -71,28 +76,36 @@ int check(communicator& comm, const char* name)
     gradsync::local_group group(size);
     group.run([&](gradsync::local_communicator& c) {
         const std::size_t r = std::size_t(c.rank());
+        bool shared = false;
         // Across hosts automatic shares no memory; the threads share it unless told not to.
-        threads[r] = train<Policy>(c, starts[r], c.rank(), inputs, gradsync::automatic{.share_memory = false});
+        threads[r] = train<Policy>(c, starts[r], c.rank(), inputs, gradsync::automatic{.share_memory = one_host}, shared);
     });
-    const std::vector<float> mine = train<Policy>(comm, start_of(rank), rank, inputs);
+    bool shared = false;
+    const std::vector<float> mine = train<Policy>(comm, start_of(rank), rank, inputs, {}, shared);
     int failures = 0;
+    if (shared != (one_host && size > 1)) {
+        std::printf("rank %d: %s: the gradients %s in shared memory\n", rank, name, shared ? "lay" : "did not lie");
+        ++failures;
+    }
     if (!gradsync_test::same_bits(threads[std::size_t(rank)], threads[0])) {
         std::printf("rank %d: %s: over threads, rank %d's parameters differ from rank 0's\n", rank, name, rank);
         ++failures;
     }
     if (!gradsync_test::same_bits(mine, threads[std::size_t(rank)])) {
-        std::printf("rank %d: %s: across hosts, not the parameters of the same training over threads\n", rank, name);
+        std::printf("rank %d: %s: over processes, not the parameters of the same training over threads\n", rank, name);
         ++failures;
     }
-    std::printf("rank %d of %d: %s, %d steps, parameter hash %016llx across hosts, %016llx over threads\n", rank, size,
-                name, steps, static_cast<unsigned long long>(hash_of(mine)),
+    std::printf("rank %d of %d: %s, %d steps, gradients %s, parameter hash %016llx over processes, %016llx over "
+                "threads\n",
+                rank, size, name, steps, shared ? "shared" : "not shared", static_cast<unsigned long long>(hash_of(mine)),
                 static_cast<unsigned long long>(hash_of(threads[std::size_t(rank)])));
     return failures;
 }
 
-int run(communicator& comm)
+int run(communicator& comm, bool one_host)
 {
-    const int failures = check<gradsync::average>(comm, "average") + check<gradsync::adasum>(comm, "adasum");
+    const int failures =
+        check<gradsync::average>(comm, "average", one_host) + check<gradsync::adasum>(comm, "adasum", one_host);
     return failures == 0 ? 0 : 1;
 }
 
@@ -101,8 +114,9 @@ int run(communicator& comm)
 #if GRADSYNC_CLUSTER_MPI
 int main(int argc, char** argv)
 {
-    if (argc != 1) {
-        std::fprintf(stderr, "usage: cluster_lenet_mpi\n");
+    const bool one_host = argc == 2 && std::string(argv[1]) == "one_host";
+    if (argc != 1 && !one_host) {
+        std::fprintf(stderr, "usage: cluster_lenet_mpi [one_host]\n");
         return 2;
     }
     int provided = 0;
@@ -110,7 +124,7 @@ int main(int argc, char** argv)
     int status = 1;
     try {
         communicator comm(MPI_COMM_WORLD, {.deadline = std::chrono::seconds(60)});
-        status = run(comm);
+        status = run(comm, one_host);
     } catch (const std::exception& e) {
         std::printf("%s\n", e.what());
         gradsync::mpi_abort(MPI_COMM_WORLD, 1, std::chrono::seconds(2));
@@ -131,7 +145,7 @@ int main(int argc, char** argv)
         connect.hostname = argv[4];
         communicator comm(gradsync::gloo_connect(*store, std::stoi(argv[1]), std::stoi(argv[2]), connect),
                           {.deadline = std::chrono::seconds(60)});
-        return run(comm);
+        return run(comm, false);
     } catch (const std::exception& e) {
         std::printf("%s\n", e.what());
         return 1;

@@ -433,6 +433,98 @@ void run_shared_memory_in_rank_order()
     }
 }
 
+// Gradients kept in a shared_buffer (docs/semantics.md, "Shared memory"): three reducers, each
+// built on the buffer and run on its own stretch of it (a trainer's buckets), read their peers'
+// data in place and hold no slot. Sum and Average give the rank-order reference's bits; Adasum
+// over shared memory gives adasum_ring's bits on a copy outside the buffer.
+template <class H, class T>
+void run_shared_buffer()
+{
+    using comm_type = typename H::comm_type;
+    const std::vector<std::vector<std::size_t>> buckets{{300, 0, 7}, {1}, {4096, 33}};
+    std::size_t total = 0;
+    for (const auto& b : buckets)
+        for (std::size_t l : b)
+            total += l;
+    for (int n : H::sizes({1, 2, 3, 4, 8})) {
+        // [policy][rank]: the buffer after the buckets' reducers, and the reference
+        per_rank<T> shared_out[3] = {per_rank<T>(std::size_t(n)), per_rank<T>(std::size_t(n)), per_rank<T>(std::size_t(n))};
+        per_rank<T> ring_out(static_cast<std::size_t>(n));
+        per_rank<std::size_t> scratch(static_cast<std::size_t>(n));
+        per_rank<int> in_place(static_cast<std::size_t>(n));
+        const std::string escaped = H::run(n, [&](comm_type& comm) {
+            const auto r = std::size_t(comm.rank());
+            gradsync::shared_buffer buffer(comm, total * sizeof(T));
+            in_place[r] = {buffer.shared() || n == 1 ? 1 : 0};
+            const std::span<T> all = buffer.span<T>().first(total);
+            std::size_t most = 0;
+            for (int policy = 0; policy < 3; ++policy) {
+                const std::vector<T> g = ref::random_data<T>(91 + std::uint64_t(policy), comm.rank(), total);
+                std::copy(g.begin(), g.end(), all.begin());
+                const auto run = [&]<class P, class A>(P, A algo) {
+                    std::size_t at = 0;
+                    for (const auto& layers : buckets) {
+                        std::size_t count = 0;
+                        for (std::size_t l : layers)
+                            count += l;
+                        gradsync::reducer<T, comm_type, P, A> reduce(comm, count, layers, algo,
+                                                                     gradsync::reducer_options{.shared = &buffer});
+                        if (!gradsync::is_adasum<P>) // Adasum's plan holds its triples' sums besides
+                            most = std::max(most, reduce.plan().scratch_bytes());
+                        reduce(all.subspan(at, count));
+                        at += count;
+                    }
+                };
+                if (policy == 0)
+                    run(gradsync::sum{}, gradsync::automatic{});
+                else if (policy == 1)
+                    run(gradsync::average{}, gradsync::shared_memory{});
+                else {
+                    run(gradsync::adasum{}, gradsync::automatic{});
+                    std::vector<T> copy = g;
+                    std::size_t at = 0;
+                    for (const auto& layers : buckets) {
+                        std::size_t count = 0;
+                        for (std::size_t l : layers)
+                            count += l;
+                        gradsync::reducer<T, comm_type, gradsync::adasum, gradsync::ring> reduce(comm, count, layers);
+                        reduce(std::span<T>(copy).subspan(at, count));
+                        at += count;
+                    }
+                    ring_out[r] = std::move(copy);
+                }
+                shared_out[policy][r] = std::vector<T>(all.begin(), all.end());
+            }
+            scratch[r] = {most};
+        });
+        INFO(ref::type_name<T>() << ", N " << n);
+        CHECK(escaped == "");
+        if (!escaped.empty())
+            continue;
+        const auto here = std::size_t(H::checked_rank());
+        CHECK(in_place[here] == std::vector<int>{1});
+        if (n > 1)
+            CHECK(scratch[here] == std::vector<std::size_t>{0}); // no slot: the data is read where it lies
+        for (int policy = 0; policy < 2; ++policy)
+            with_policy(policy == 1, [&](auto p) {
+                using P = decltype(p);
+                std::vector<T> want = ref::random_data<T>(91 + std::uint64_t(policy), 0, total);
+                for (int q = 1; q < n; ++q) {
+                    const std::vector<T> g = ref::random_data<T>(91 + std::uint64_t(policy), q, total);
+                    for (std::size_t i = 0; i < want.size(); ++i)
+                        P::template combine<T>(std::span<T>(&want[i], 1), std::span<const T>(&g[i], 1));
+                }
+                for (std::size_t i = 0; i < want.size(); ++i)
+                    P::template finish<T>(std::span<T>(&want[i], 1), n);
+                INFO(policy_name(policy == 1));
+                CHECK(ref::first_difference(shared_out[policy][here], want) == "");
+            });
+        INFO("adasum against adasum_ring");
+        CHECK(ref::first_difference(shared_out[2][here], ring_out[here]) == "");
+        CHECK(H::identical(shared_out[2]) == "");
+    }
+}
+
 } // namespace conformance
 
 // Unqualified, as the type lists below name it: Catch2 puts the name into the CTest test names.
@@ -488,6 +580,12 @@ TEMPLATE_TEST_CASE("shared_memory adds in rank order, whatever the block: one ca
                    double)
 {
     conformance::run_shared_memory_in_rank_order<conformance::harness, TestType>();
+}
+
+TEMPLATE_TEST_CASE("gradients in a shared_buffer: reducers on its stretches read them in place", "[allreduce][shared]",
+                   half, float)
+{
+    conformance::run_shared_buffer<conformance::harness, TestType>();
 }
 
 TEMPLATE_TEST_CASE("NaN and Inf propagate as IEEE arithmetic says, without hanging", "[allreduce][nan]", half,

@@ -293,6 +293,38 @@ TEST_CASE("ranks that disagree on shared memory: mismatch_error before any regio
     });
 }
 
+TEST_CASE("a reducer on a shared_buffer: ranks that leave it out, data outside it", "[misuse][shared]")
+{
+    // One rank builds its reducer without the buffer the others name: mismatch_error on every
+    // rank, naming the buffer. Data that does not lie in the buffer the reducer was built on
+    // (a copy elsewhere) is a usage_error on every rank, before any flag is raised.
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            gradsync::shared_buffer buffer(comm, count * sizeof(float));
+            const gradsync::reducer_options options{.shared = comm.rank() == odd ? nullptr : &buffer};
+            reduce_once<float, H::comm_type, gradsync::sum, gradsync::automatic>(comm, o, count, gradsync::automatic{},
+                                                                               options);
+        });
+        expect_mismatch_everywhere<H>(res, odd, {"shared buffer"});
+    });
+    for_each_size<H>({5}, [](int n, int) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            gradsync::shared_buffer buffer(comm, count * sizeof(float));
+            reduce_once<float, H::comm_type, gradsync::sum, gradsync::shared_memory>(
+                comm, o, count, gradsync::shared_memory{}, gradsync::reducer_options{.shared = &buffer});
+        });
+        for (int r : H::checked_ranks(n)) {
+            const outcome& o = res[std::size_t(r)];
+            INFO("rank " << r << ": " << kind_name(o.k) << ": " << o.what);
+            CHECK(kind_name(o.k) == std::string(kind_name(kind::usage)));
+            CHECK_THAT(o.what, Contains("does not lie in this rank's slot of the shared_buffer"));
+            CHECK(o.untouched);
+        }
+    });
+}
+
 TEST_CASE("layer sizes that do not add up to the buffer: usage_error on every rank", "[misuse]")
 {
     using namespace conformance::misuse_suite;

@@ -15,8 +15,8 @@
 // byte copied, gamma per byte combined; planner::shared_memory_adasum_cost, checked by
 // tests/test_cost_formulas.cpp): per link one flag from each peer and 24 bytes per layer read
 // from each; the links combine (N-1)/N M twice (triples, then the scaled add); the finished
-// block is written into N-1 copies. A process's own buffer adds 2*(N-1)/N*M*beta, as
-// shared_memory's Sum does.
+// block is written into N-1 copies. A process's own buffer (not the plan's buffer(), nor in a
+// shared_buffer) adds 2*(N-1)/N*M*beta, as shared_memory's Sum does.
 // cost: (N+1)*(N-1)*alpha + (N-1)/N*M*beta + 2*(N-1)/N*M*gamma + (N-1)*(N-1)*24*L*beta
 // Scratch: the triple sums (3 doubles per layer) and a part table per link; in the region,
 // two exchange areas of 3 doubles per layer per rank.
@@ -55,10 +55,16 @@ class adasum_shared_memory_plan : public plan_types<shared_memory, C, std::span<
     };
 
 public:
-    adasum_shared_memory_plan(C& comm, const layer_layout& layout, const plan_options<shared_memory>&)
+    adasum_shared_memory_plan(C& comm, const layer_layout& layout, const plan_options<shared_memory>& options)
+        : adasum_shared_memory_plan(comm, layout, options, sharing::required)
+    {
+    }
+    // As shared_memory_plan's.
+    adasum_shared_memory_plan(C& comm, const layer_layout& layout, const plan_options<shared_memory>& options,
+                              sharing need)
         : layout_(layout), mine_(block_of(layout.total(), comm.size(), comm.rank())),
           peers_(comm, "gradsync::shared_memory (" + where(comm) + ")", layout.total() * sizeof(T),
-                 2 * 3 * layout.layers() * sizeof(double)),
+                 2 * 3 * layout.layers() * sizeof(double), options.shared, need),
           links_(make_links()), sums_(3 * layout.layers()), tree_(std::size_t(folding(comm.size()).pof2))
     {
     }
@@ -69,11 +75,12 @@ public:
     std::size_t count() const noexcept { return layout_.total(); }
     std::size_t scratch_bytes() const noexcept
     {
-        return (peers_.direct() ? 0 : count() * sizeof(T)) + sums_.size() * sizeof(double);
+        return peers_.slot_bytes() + sums_.size() * sizeof(double);
     }
     bool direct() const noexcept { return peers_.direct(); }
+    bool usable() const noexcept { return peers_.usable(); }
     // This rank's slot of the region (shared_memory_plan::buffer()).
-    std::span<T> buffer() const noexcept { return {peers_.slot<T>(peers_.rank()), count()}; }
+    std::span<T> buffer() const noexcept { return peers_.own_slot<T>(count()); }
 
     void run(C& comm, std::span<T> data, int)
     {

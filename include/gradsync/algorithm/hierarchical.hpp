@@ -104,6 +104,7 @@ class hierarchical_plan : public plan_types<hierarchical, C, typename Memory::te
     struct no_shared_stage {};
     using shared_stage = std::conditional_t<std::is_same_v<Memory, host_memory>, shared_memory_plan<T, view, sum>,
                                             no_shared_stage>;
+    static constexpr bool may_share = !std::is_same_v<shared_stage, no_shared_stage>;
 
 public:
     hierarchical_plan(C& comm, const layer_layout& layout, const plan_options<hierarchical>& options)
@@ -115,13 +116,13 @@ public:
     {
         const layer_layout whole(layout.total(), {});
         view node = node_view(comm);
-        if constexpr (!std::is_same_v<shared_stage, no_shared_stage>)
+        if constexpr (may_share)
             if (options.algorithm.share_memory) {
-                try {
-                    shared_.emplace(node, whole, plan_options<shared_memory>{{}, options.pipeline}, 1);
+                // No shared_buffer: its slots are the whole group's, the stage's ranks a node's.
+                shared_.emplace(node, whole, plan_options<shared_memory>{{}, options.pipeline}, sharing::if_possible, 1);
+                if (shared_->usable())
                     return;
-                } catch (const usage_error&) { // the node's verdict, the same on all its ranks
-                }
+                shared_.reset(); // the node's verdict, the same on all its ranks
             }
         ring_.emplace(node, whole, options_for<ring>(options));
     }
@@ -130,7 +131,7 @@ public:
     std::size_t scratch_bytes() const noexcept
     {
         std::size_t node_stage = ring_ ? ring_->scratch_bytes() : 0;
-        if constexpr (!std::is_same_v<shared_stage, no_shared_stage>)
+        if constexpr (may_share)
             node_stage += shared_ ? shared_->scratch_bytes() : 0;
         return node_stage + inter_.scratch_bytes() + node_triples_.scratch_bytes();
     }
@@ -144,7 +145,7 @@ public:
         const std::span<T> d = Memory::elements(data);
         view node = node_view(comm), across = cross_view(comm);
         memory.synchronize(); // the caller's queued work on data ends before the first send
-        if constexpr (!std::is_same_v<shared_stage, no_shared_stage>)
+        if constexpr (may_share)
             if (shared_)
                 shared_->reduce_scatter(node, d);
         if (ring_)
@@ -160,7 +161,7 @@ public:
             memory.template finish<Policy>(mine, size_);
         }
         memory.synchronize();
-        if constexpr (!std::is_same_v<shared_stage, no_shared_stage>)
+        if constexpr (may_share)
             if (shared_)
                 shared_->allgather(node, d);
         if (ring_)

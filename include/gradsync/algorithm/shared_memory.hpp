@@ -7,12 +7,13 @@
 // again in this call, so it returns with no closing barrier. Threads of one process publish
 // their buffer's address and work on the buffers themselves; processes work on their slots
 // of a shared region (comm/shared/region.hpp) made when the plan is built, and copy a buffer
-// of their own in and out.
+// of their own in and out, or, for a plan built on a shared_buffer (comm/shared/buffer.hpp),
+// on the data itself in the ranks' parts of that buffer.
 //
 // Cost (N ranks, M bytes per rank; the link is the host's memory: alpha per flag handed
 // between cores, beta per byte copied, gamma per byte combined; planner::shared_memory_cost,
 // checked by tests/test_cost_formulas.cpp), for threads and for gradients kept in the plan's
-// buffer(): two flags from each peer, N-1 blocks combined into this rank's block and the
+// buffer() or in a shared_buffer: two flags from each peer, N-1 blocks combined into this rank's block and the
 // finished block written into N-1 copies. A process's own buffer adds 2*(N-1)/N*M*beta: the
 // blocks its peers combine copied in, the finished blocks copied out.
 // cost: 2*(N-1)*alpha + (N-1)/N*M*beta + (N-1)/N*M*gamma
@@ -58,13 +59,16 @@ class shared_memory_plan : public plan_types<shared_memory, C, std::span<T>> {
 
 public:
     shared_memory_plan(C& comm, const layer_layout& layout, const plan_options<shared_memory>& options)
-        : shared_memory_plan(comm, layout, options, 0)
+        : shared_memory_plan(comm, layout, options, sharing::required)
     {
     }
-    // Rank r owns block (r + shift) mod N: 1 is the ring's reduce-scatter (hierarchical's node
-    // stage, whose next stage works on the ring's blocks).
-    shared_memory_plan(C& comm, const layer_layout& layout, const plan_options<shared_memory>&, int shift)
-        : count_(layout.total()), peers_(comm, "gradsync::shared_memory (" + where(comm) + ")", count_ * sizeof(T), 0),
+    // With sharing::if_possible, ranks that cannot share memory get a plan that is not
+    // usable() (a selector's candidate). Rank r owns block (r + shift) mod N: 1 is the ring's
+    // reduce-scatter (hierarchical's node stage, whose next stage works on the ring's blocks).
+    shared_memory_plan(C& comm, const layer_layout& layout, const plan_options<shared_memory>& options, sharing need,
+                       int shift = 0)
+        : count_(layout.total()),
+          peers_(comm, "gradsync::shared_memory (" + where(comm) + ")", count_ * sizeof(T), 0, options.shared, need),
           owned_(block_of(count_, peers_.size(), (peers_.rank() + shift) % peers_.size()))
     {
     }
@@ -73,12 +77,15 @@ public:
     shared_memory_plan& operator=(const shared_memory_plan&) = delete;
 
     std::size_t count() const noexcept { return count_; }
-    std::size_t scratch_bytes() const noexcept { return peers_.direct() ? 0 : count_ * sizeof(T); }
+    std::size_t scratch_bytes() const noexcept { return peers_.slot_bytes(); }
+    // Whether the ranks share memory (always, unless built with sharing::if_possible).
+    bool usable() const noexcept { return peers_.usable(); }
     // Whether peers read this rank's buffer in place (every rank in this process).
     bool direct() const noexcept { return peers_.direct(); }
     // This rank's slot of the region, count() elements: gradients kept there are reduced with
-    // no copy in (run() on this span). Valid while the plan lives.
-    std::span<T> buffer() const noexcept { return {peers_.slot<T>(peers_.rank()), count_}; }
+    // no copy in (run() on this span). Valid while the plan lives. Empty for a plan built on a
+    // shared_buffer (plan_options::shared), whose data lies in that buffer.
+    std::span<T> buffer() const noexcept { return peers_.own_slot<T>(count_); }
     // The block this rank combines (ring_plan::owned() with shift 1).
     block owned() const noexcept { return owned_; }
 

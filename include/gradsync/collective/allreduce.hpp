@@ -56,11 +56,14 @@ namespace gradsync {
 struct reducer_options {
     int tag = tags::reducer;
     pipeline_options pipeline{};
+    // The buffer the data lies in, made on the same communicator, the same on every rank: a
+    // shared-memory plan reads the ranks' data there in place (comm/shared/buffer.hpp).
+    const shared_buffer* shared = nullptr;
 
     template <class Algorithm>
     plan_options<Algorithm> for_plan(const Algorithm& algorithm) const
     {
-        return {algorithm, pipeline};
+        return {algorithm, pipeline, shared};
     }
 };
 

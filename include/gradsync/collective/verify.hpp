@@ -30,6 +30,7 @@
 #include <vector>
 
 #include <gradsync/comm/communicator.hpp>
+#include <gradsync/comm/shared/buffer.hpp>
 #include <gradsync/core/broadcast_element.hpp>
 #include <gradsync/core/error.hpp>
 #include <gradsync/core/layout.hpp>
@@ -55,6 +56,7 @@ struct signature {
         window,
         eager_limit,
         tag,
+        shared_buffer,
         field_count
     };
     std::array<std::uint64_t, field_count> value{};
@@ -109,6 +111,7 @@ signature call_signature(const C& comm, std::size_t count, const layer_layout& l
     s.value[signature::window] = std::uint64_t(options.pipeline.window);
     s.value[signature::eager_limit] = eager_limit(comm);
     s.value[signature::tag] = std::uint64_t(std::int64_t(tag));
+    s.value[signature::shared_buffer] = options.shared ? options.shared->key() : 0;
     s.identity = comm.rank() == 0 ? next_identity() : 0;
     s.detail_length = layout.layers();
     s.name(signature::element_type, element_traits<T>::name);
@@ -135,7 +138,8 @@ inline const char* field_title(signature::field f)
     static constexpr std::array<const char*, signature::field_count> titles{
         "the element type", "the policy", "the algorithm", "the algorithm's parameter", "the Adasum triple order",
         "the element count", "the root", "the sum of the layer sizes", "the number of layers", "the layer sizes",
-        "the pipeline segment size", "the pipeline window", "the eager message limit", "the message tag"};
+        "the pipeline segment size", "the pipeline window", "the eager message limit", "the message tag",
+        "the shared buffer (its key; 0: none)"};
     return titles[f];
 }
 

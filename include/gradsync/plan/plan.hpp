@@ -31,10 +31,15 @@
 
 namespace gradsync {
 
+class shared_buffer;
+
 template <class Algorithm>
 struct plan_options {
     Algorithm algorithm{};
     pipeline_options pipeline{};
+    // Memory the data lies in, which shared-memory plans read in place on every rank
+    // (comm/shared/buffer.hpp); other plans ignore it.
+    const shared_buffer* shared = nullptr;
 };
 
 // The names a plan gives the contract; plans derive from it.
@@ -46,11 +51,11 @@ struct plan_types {
 };
 
 // The options of a plan that another plan runs inside it (automatic, hierarchical, Adasum's
-// triple sums): the same pipeline, for Algorithm.
+// triple sums): the same pipeline and shared buffer, for Algorithm.
 template <class Algorithm, class Other>
 plan_options<Algorithm> options_for(const plan_options<Other>& o, Algorithm algorithm = {})
 {
-    return {algorithm, o.pipeline};
+    return {algorithm, o.pipeline, o.shared};
 }
 
 template <class P>

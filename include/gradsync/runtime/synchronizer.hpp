@@ -50,6 +50,8 @@ struct synchronizer_options {
     pipeline_options pipeline{};
     // Longest time wait() may block; zero waits for ever. See "Deadline" above.
     std::chrono::nanoseconds deadline{0};
+    // The buffer every layer's gradient lies in (reducer_options::shared).
+    const shared_buffer* shared = nullptr;
 };
 
 // When the communication thread started and finished one group (copies included).
@@ -78,7 +80,7 @@ public:
         std::size_t largest = 0;
         for (const std::vector<std::size_t>& group : plan_) {
             const std::span<const std::size_t> sizes = std::span(sizes_).subspan(group.front(), group.size());
-            reducers_.emplace_back(comm, sizes, algorithm, reducer_options{options.tag, options.pipeline});
+            reducers_.emplace_back(comm, sizes, algorithm, reducer_options{options.tag, options.pipeline, options.shared});
             lowest_.push_back(group.front());
             largest = std::max(largest, reducers_.back().count());
         }
@@ -213,7 +215,7 @@ private:
         }
         const layer_layout layout(0, sizes_);
         signature s = call_signature<T, Policy>(*comm_, layout.total(), layout,
-                                                reducer_options{options.tag, options.pipeline}.for_plan(algorithm),
+                                                reducer_options{options.tag, options.pipeline, options.shared}.for_plan(algorithm),
                                                 options.tag);
         s.value[signature::layers] = sizes_.size();
         s.value[signature::layout_fingerprint] = layer_layout(0, described).fingerprint();

@@ -27,7 +27,6 @@
 #include <gradsync/algorithm/ring.hpp>
 #include <gradsync/algorithm/shared_memory.hpp>
 #include <gradsync/core/codes.hpp>
-#include <gradsync/core/error.hpp>
 #include <gradsync/core/hash.hpp>
 #include <gradsync/plan/plan.hpp>
 
@@ -93,12 +92,12 @@ public:
     {
         if constexpr (shares)
             if (options.algorithm.share_memory && comm.size() > 1) {
-                try {
-                    shared_.emplace(comm, layout, plan_options<shared_memory>{{}, options.pipeline});
+                shared_.emplace(comm, layout, options_for(options, shared_memory{}), sharing::if_possible);
+                if (shared_->usable()) {
                     chosen_ = shared_memory::code;
                     return;
-                } catch (const usage_error&) { // the region's verdict, the same on every rank: not one host
                 }
+                shared_.reset(); // the region's verdict, the same on every rank: not one host
             }
         plan_.emplace(make_candidate<T, C, Policy, Memory>(comm, layout, chosen_, options.pipeline));
     }

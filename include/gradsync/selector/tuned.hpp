@@ -1,18 +1,21 @@
 // tuned: measures six candidates over a reducer's first calls and keeps automatic's choice
 // unless another candidate was measurably faster: automatic's three algorithms, each with
-// its sends posted first and with its receives first. How it measures and decides (rounds
-// in alternating order, each candidate's median and a distribution-free 95 % interval,
-// summed over the ranks so that every rank keeps the same one) is docs/algorithms.md,
-// "tuned".
+// its sends posted first and with its receives first; and, where the rule shares memory and
+// the ranks can (one host), shared_memory as a seventh, which is then automatic's choice. How
+// it measures and decides (rounds in alternating order, each candidate's median and a
+// distribution-free 95 % interval, summed over the ranks so that every rank keeps the same
+// one) is docs/algorithms.md, "tuned".
 //
-// Cost: the chosen candidate's (see its header), every call after the first 6*rounds; those
-// run the candidates in turn, then one allreduce of 18 doubles on the call's tag.
+// Cost: the chosen candidate's (see its header), every call after the first C*rounds (C
+// candidates, 6 or 7); those run the candidates in turn, then one allreduce of 3*C doubles on
+// the call's tag.
 //
 // Preconditions: rounds >= 2 (else a usage_error on every rank; below 7 the interval covers
 // the median less often than 95 %). Sum or Average in host memory, the only row
-// selector/plan_table.hpp gives it (Adasum's algorithms combine in different trees). The ring rounds
-// in another order than the recursive algorithms (docs/semantics.md), so calls during
-// tuning, and runs that keep different candidates, may round differently. Until it has
+// selector/plan_table.hpp gives it (Adasum's algorithms combine in different trees). The ring
+// and shared memory round in other orders than the recursive algorithms (docs/semantics.md),
+// so calls during tuning, and runs that keep different candidates, may round differently.
+// Building it is collective where the rule shares memory (the shared region). Until it has
 // chosen it holds every candidate's scratch (recursive doubling's two hold the whole vector
 // each).
 #pragma once
@@ -33,6 +36,7 @@
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
+#include <gradsync/algorithm/shared_memory.hpp>
 #include <gradsync/core/codes.hpp>
 #include <gradsync/core/error.hpp>
 #include <gradsync/core/hash.hpp>
@@ -65,22 +69,33 @@ struct tuned_candidate {
 // The candidates are automatic's (make_candidate, automatic.hpp).
 template <element T, communicator C, class Policy>
 class tuned_plan : public plan_types<tuned, C, std::span<T>> {
-public:
-    static constexpr std::size_t candidates = 6;
+    using shared_plan = plan_of<T, C, shared_memory, Policy>;
 
-    // Candidate k: algorithm k / 2, receives first where k is odd.
-    static constexpr std::uint32_t codes[] = {recursive_doubling::code, recursive_halving::code, ring::code};
+public:
+    static constexpr std::size_t message_candidates = 6, most_candidates = 7;
+
+    // Candidate k: algorithm k / 2, receives first where k is odd; 6 is shared_memory (its
+    // posting order unused: it posts no message).
+    static constexpr std::uint32_t codes[] = {recursive_doubling::code, recursive_halving::code, ring::code,
+                                              shared_memory::code};
     static constexpr tuned_candidate candidate(std::size_t k) noexcept
     {
         return {codes[k / 2], k % 2 ? posting_order::receives_first : posting_order::sends_first};
     }
 
-    tuned_plan(const C& comm, const layer_layout& layout, const plan_options<tuned>& options)
-        : count_(layout.total()), rounds_(checked_rounds(options.algorithm.rounds)),
-          times_(candidates * rounds_), preferred_(candidate_of(comm, options.algorithm.rule, count_)),
-          sums_(comm, layer_layout(stats_.size(), {}), options_for<recursive_doubling>(options))
+    tuned_plan(C& comm, const layer_layout& layout, const plan_options<tuned>& options)
+        : count_(layout.total()), rounds_(checked_rounds(options.algorithm.rounds))
     {
-        for (std::size_t k = 0; k < candidates; ++k) {
+        if (options.algorithm.rule.share_memory && comm.size() > 1) {
+            shared_.emplace(comm, layout, options_for(options, shared_memory{}), sharing::if_possible);
+            if (!shared_->usable())
+                shared_.reset(); // the region's verdict, the same on every rank: not one host
+        }
+        candidates_ = shared_ ? most_candidates : message_candidates;
+        preferred_ = shared_ ? message_candidates : candidate_of(comm, options.algorithm.rule, count_);
+        times_.resize(candidates_ * rounds_);
+        sums_.emplace(comm, layer_layout(3 * candidates_, {}), options_for<recursive_doubling>(options));
+        for (std::size_t k = 0; k < message_candidates; ++k) {
             pipeline_options pipeline = options.pipeline;
             pipeline.order = candidate(k).order;
             plans_[k].emplace(make_candidate<T, C, Policy>(comm, layout, candidate(k).algorithm, pipeline));
@@ -90,39 +105,44 @@ public:
     std::size_t count() const noexcept { return count_; }
     std::size_t scratch_bytes() const noexcept
     {
-        std::size_t bytes = sums_.scratch_bytes();
+        std::size_t bytes = sums_->scratch_bytes() + (shared_ ? shared_->scratch_bytes() : 0);
         for (const auto& p : plans_)
             if (p)
                 bytes += std::visit([](const auto& q) { return q.scratch_bytes(); }, *p);
         return bytes;
     }
 
+    // The number of candidates: 7 where shared memory is one, else 6.
+    std::size_t candidates() const noexcept { return candidates_; }
     // The candidate kept, once tuning has ended.
     std::optional<tuned_candidate> chosen() const noexcept
     {
-        if (chosen_ == candidates)
+        if (chosen_ == none)
             return std::nullopt;
         return candidate(chosen_);
     }
     // The candidate kept unless another is measurably faster: rule's algorithm with the
-    // transport's posting order.
+    // transport's posting order, or shared_memory.
     tuned_candidate preferred() const noexcept { return candidate(preferred_); }
     // Each candidate's median call time in seconds, and the bottom and top of its
     // confidence interval, each summed over the ranks (zero until tuning has ended).
-    std::span<const double> measured() const noexcept { return std::span(stats_).first(candidates); }
-    std::span<const double> measured_low() const noexcept { return std::span(stats_).subspan(candidates, candidates); }
-    std::span<const double> measured_high() const noexcept { return std::span(stats_).last(candidates); }
+    std::span<const double> measured() const noexcept { return std::span(stats_).first(candidates_); }
+    std::span<const double> measured_low() const noexcept { return std::span(stats_).subspan(candidates_, candidates_); }
+    std::span<const double> measured_high() const noexcept
+    {
+        return std::span(stats_).subspan(2 * candidates_, candidates_);
+    }
     // The calls tuning takes.
-    std::size_t tuning_calls() const noexcept { return candidates * rounds_; }
+    std::size_t tuning_calls() const noexcept { return candidates_ * rounds_; }
 
     void run(C& comm, std::span<T> data, int tag)
     {
-        if (chosen_ < candidates) {
+        if (chosen_ != none) {
             run_candidate(chosen_, comm, data, tag);
             return;
         }
-        const std::size_t round = calls_ / candidates, turn = calls_ % candidates;
-        const std::size_t k = round % 2 ? candidates - 1 - turn : turn;
+        const std::size_t round = calls_ / candidates_, turn = calls_ % candidates_;
+        const std::size_t k = round % 2 ? candidates_ - 1 - turn : turn;
         const auto start = std::chrono::steady_clock::now();
         run_candidate(k, comm, data, tag);
         times_[k * rounds_ + round] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -141,14 +161,17 @@ private:
 
     void run_candidate(std::size_t k, C& comm, std::span<T> data, int tag)
     {
-        std::visit([&](auto& p) { p.run(comm, data, tag); }, *plans_[k]);
+        if (k == message_candidates)
+            shared_->run(comm, data, tag);
+        else
+            std::visit([&](auto& p) { p.run(comm, data, tag); }, *plans_[k]);
     }
 
     // The index of rule's candidate.
     static std::size_t candidate_of(const C& comm, const automatic& rule, std::size_t count)
     {
         const std::uint32_t code = rule.choose(count * sizeof(T), count, comm.size());
-        const std::size_t k = std::size_t(std::find(std::begin(codes), std::end(codes), code) - std::begin(codes));
+        const std::size_t k = std::size_t(std::find(std::begin(codes), std::end(codes) - 1, code) - std::begin(codes));
         return 2 * std::min<std::size_t>(k, 2) + (receives_first(comm) ? 1 : 0);
     }
 
@@ -158,29 +181,35 @@ private:
     {
         const std::size_t n = rounds_ - 1;
         const std::size_t l = std::size_t(std::max(1.0, std::floor((double(n) - 1.96 * std::sqrt(double(n))) / 2)));
-        for (std::size_t k = 0; k < candidates; ++k) {
+        for (std::size_t k = 0; k < candidates_; ++k) {
             const auto first = times_.begin() + std::ptrdiff_t(k * rounds_ + 1), last = first + std::ptrdiff_t(n);
             std::sort(first, last);
             stats_[k] = first[std::ptrdiff_t((n - 1) / 2)];
-            stats_[candidates + k] = first[std::ptrdiff_t(l - 1)];
-            stats_[2 * candidates + k] = first[std::ptrdiff_t(n - l)];
+            stats_[candidates_ + k] = first[std::ptrdiff_t(l - 1)];
+            stats_[2 * candidates_ + k] = first[std::ptrdiff_t(n - l)];
         }
-        sums_.run(comm, std::span<double>(stats_), tag);
+        sums_->run(comm, std::span<double>(stats_).first(3 * candidates_), tag);
         const auto median = measured(), low = measured_low(), high = measured_high();
         const std::size_t fastest = std::size_t(std::min_element(median.begin(), median.end()) - median.begin());
         chosen_ = high[fastest] < low[preferred_] ? fastest : preferred_;
-        for (std::size_t k = 0; k < candidates; ++k)
+        for (std::size_t k = 0; k < message_candidates; ++k)
             if (k != chosen_)
                 plans_[k].reset();
+        if (chosen_ != message_candidates)
+            shared_.reset();
     }
 
+    static constexpr std::size_t none = most_candidates;
+
     std::size_t count_, rounds_;
+    std::optional<shared_plan> shared_;
+    std::size_t candidates_ = message_candidates;
     std::vector<double> times_; // [candidate][round], seconds
-    std::size_t preferred_;
-    std::array<double, 3 * candidates> stats_{}; // medians, bottoms, tops
-    plan_of<double, C, recursive_doubling, sum> sums_;
-    std::array<std::optional<candidate_plan<T, C, Policy>>, candidates> plans_;
-    std::size_t calls_ = 0, chosen_ = candidates;
+    std::size_t preferred_ = 0;
+    std::array<double, 3 * most_candidates> stats_{}; // medians, bottoms, tops (3 * candidates_ used)
+    std::optional<plan_of<double, C, recursive_doubling, sum>> sums_;
+    std::array<std::optional<candidate_plan<T, C, Policy>>, message_candidates> plans_;
+    std::size_t calls_ = 0, chosen_ = none;
 };
 
 } // namespace gradsync

@@ -25,6 +25,7 @@
 #include <gradsync/collective/allreduce.hpp>
 #include <gradsync/collective/verify.hpp>
 #include <gradsync/comm/communicator.hpp>
+#include <gradsync/comm/shared/buffer.hpp>
 #include <gradsync/core/error.hpp>
 #include <gradsync/planner/single.hpp>
 #include <gradsync/planner/wfbp.hpp>
@@ -73,10 +74,9 @@ public:
             sizes_.push_back(std::size_t(p.numel()));
             total += sizes_.back();
         }
-        flat_ = at::zeros({std::int64_t(total)}, at::TensorOptions().dtype(torch_binding::scalar_type_of<T>()));
+        make_gradient_memory(total);
         for (std::size_t l = 0; l < sizes_.size(); ++l)
             views_.push_back(view_of(flat_, l));
-        wire_.emplace(options_.compress, total);
         state_.emplace(comm, std::vector<const named_tensors*>{&params_, &frozen_, &buffers_});
         if (options_.broadcast_start)
             state_->copy_from(0);
@@ -306,6 +306,9 @@ public:
     const std::vector<std::string>& parameter_names() const noexcept { return params_.names; }
     // The flat buffer every gradient is a view of, in parameters() order.
     const at::Tensor& gradients() const noexcept { return flat_; }
+    // Whether the buffer the reducers work on (gradients(), or the compressed copy) lies in
+    // memory the ranks share, reduced there in place with no copy in (shares_memory()).
+    bool gradients_shared() const noexcept { return shared_ && shared_->shared(); }
     // How many times each parameter's hook fired since construction.
     std::span<const std::uint64_t> hook_calls() const noexcept { return hook_calls_; }
     std::uint64_t iterations() const noexcept { return iterations_; }
@@ -380,6 +383,33 @@ private:
                     throw usage_error(prefix() + list->name(i) + " " + problem);
     }
 
+    // Whether the gradients are to lie in a shared_buffer: the algorithm may reduce through
+    // shared memory (automatic with share_memory, or shared_memory itself).
+    bool shares_memory() const noexcept
+    {
+        if constexpr (std::is_same_v<Algorithm, automatic>)
+            return algorithm_.share_memory;
+        else
+            return std::is_same_v<Algorithm, shared_memory>;
+    }
+
+    // The flat gradient buffer, and the compressed copy the reducers work on where compressed.
+    // Where the algorithm may share memory, the buffer the reducers work on is a
+    // shared_buffer's slot (collective), which the tensor keeps alive.
+    void make_gradient_memory(std::size_t total)
+    {
+        const at::TensorOptions type = at::TensorOptions().dtype(torch_binding::scalar_type_of<T>());
+        const bool compressed = options_.compress != compression::none;
+        if (shares_memory())
+            shared_ = std::make_shared<shared_buffer>(*comm_, total * (compressed ? sizeof(half) : sizeof(T)));
+        if (shared_ && !compressed)
+            flat_ = at::from_blob(
+                shared_->slot(shared_->rank()), {std::int64_t(total)}, [keep = shared_](void*) {}, type);
+        else
+            flat_ = at::zeros({std::int64_t(total)}, type);
+        wire_.emplace(options_.compress, total, shared_ && compressed ? shared_->slot(shared_->rank()) : nullptr);
+    }
+
     // The ranks' tensors and the options that decide which collectives run, against rank 0's.
     void agree()
     {
@@ -388,15 +418,20 @@ private:
         const std::vector<std::size_t> mine{std::size_t(options_.reduce),   std::size_t(options_.broadcast_start),
                                             std::size_t(options_.buffers),  std::size_t(options_.accumulate),
                                             std::size_t(options_.local_steps), std::size_t(options_.uneven_inputs),
-                                            std::size_t(options_.check_every), std::size_t(options_.compress)};
-        static constexpr const char* names[] = {"reduce",      "broadcast_start", "buffers",    "accumulate",
-                                                "local_steps", "uneven_inputs",   "check_every", "compress"};
+                                            std::size_t(options_.check_every), std::size_t(options_.compress),
+                                            std::size_t(shares_memory())};
+        static constexpr const char* names[] = {
+            "data_parallel_options::reduce",      "data_parallel_options::broadcast_start",
+            "data_parallel_options::buffers",     "data_parallel_options::accumulate",
+            "data_parallel_options::local_steps", "data_parallel_options::uneven_inputs",
+            "data_parallel_options::check_every", "data_parallel_options::compress",
+            "whether the algorithm shares memory (share_memory)"};
         const std::vector<std::size_t> lengths(std::size_t(comm_->size()), mine.size());
         const auto all = gradsync::detail::gather_all(*comm_, std::span<const std::size_t>(mine), lengths);
         for (int k = 1; k < comm_->size(); ++k)
             for (std::size_t i = 0; i < mine.size(); ++i)
                 if (all[std::size_t(k)][i] != all[0][i])
-                    throw mismatch_error(prefix() + "ranks disagree on data_parallel_options::" + names[i] + ": " +
+                    throw mismatch_error(prefix() + "ranks disagree on " + names[i] + ": " +
                                          std::to_string(all[0][i]) + " on rank 0, " +
                                          std::to_string(all[std::size_t(k)][i]) + " on rank " + std::to_string(k));
     }
@@ -554,8 +589,10 @@ private:
     // leaves the data_parallel working as before.
     void build(const planner::merge_plan& plan)
     {
+        synchronizer_options sync = options_.sync;
+        sync.shared = shared_.get();
         const auto make = [&]<class W>(std::type_identity<W>) {
-            return std::make_unique<sync_type<W>>(*comm_, sizes_, plan, Policy{}, algorithm_, options_.sync);
+            return std::make_unique<sync_type<W>>(*comm_, sizes_, plan, Policy{}, algorithm_, sync);
         };
         switch (options_.compress) {
         case compression::none: sync_.template emplace<0>(make(std::type_identity<T>{})); break;
@@ -571,6 +608,7 @@ private:
     named_tensors frozen_{"frozen parameter", "parameters that require no gradient", {}, {}};
     named_tensors buffers_{"buffer", "buffers", {}, {}};
     std::vector<std::size_t> offsets_, sizes_;
+    std::shared_ptr<shared_buffer> shared_; // where the reducers' buffer lies, when it is shared
     at::Tensor flat_;
     std::vector<at::Tensor> views_;
     std::optional<torch_binding::module_state<Comm>> state_; // parameters and buffers

@@ -2,12 +2,11 @@
 // (to nearest, ties to even: gradsync's conversions, core/types.hpp) as it is handed over, reduced
 // in that type, and widened back (exactly) once the iteration's reduction has ended. Half the
 // bytes of fp32 on the wire, a quarter of fp64's. One buffer the size of the gradients, made
-// once.
+// once (in a shared_buffer where the ranks reduce through shared memory).
 #pragma once
 
 #include <cstddef>
 #include <span>
-#include <type_traits>
 #include <vector>
 
 #include <gradsync/core/types.hpp>
@@ -18,12 +17,17 @@ namespace gradsync::torch_binding {
 template <class T>
 class wire_buffer {
 public:
-    wire_buffer(compression c, std::size_t count)
+    // `storage`: count 16-bit elements of memory to use (a shared_buffer's slot), or null for
+    // memory of its own.
+    wire_buffer(compression c, std::size_t count, std::byte* storage = nullptr)
     {
-        if (c == compression::fp16)
-            half_.resize(count);
-        else if (c == compression::bf16)
-            bf16_.resize(count);
+        if (c == compression::none)
+            return;
+        if (!storage) {
+            own_.resize(count * 2);
+            storage = own_.data();
+        }
+        data_ = storage;
     }
 
     // Elements [offset, offset + from.size()) rounded to W, as W's span.
@@ -45,17 +49,16 @@ public:
     }
 
 private:
+    static_assert(sizeof(half) == 2 && sizeof(bfloat16) == 2);
+
     template <class W>
     W* data() noexcept
     {
-        if constexpr (std::is_same_v<W, half>)
-            return half_.data();
-        else
-            return bf16_.data();
+        return reinterpret_cast<W*>(data_);
     }
 
-    std::vector<half> half_;
-    std::vector<bfloat16> bf16_;
+    std::vector<std::byte> own_;
+    std::byte* data_ = nullptr;
 };
 
 } // namespace gradsync::torch_binding

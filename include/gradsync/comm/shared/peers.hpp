@@ -7,39 +7,62 @@
 //
 // Threads of one process work on each other's buffers (direct()): a rank publishes its
 // buffer's address with its first flag of a call, and reads a peer's buffer only inside
-// reading_all(), which a peer that left with an error cannot be in.
+// reading_all(), which a peer that left with an error cannot be in. Processes built on a
+// shared_buffer (buffer.hpp) have no slots of their own: a rank's data must lie in its slot
+// of that buffer, it publishes the data's offset there, and its peers work on it in place.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <utility>
 
 #include <gradsync/comm/communicator.hpp>
+#include <gradsync/comm/shared/buffer.hpp>
 #include <gradsync/comm/shared/progress.hpp>
 #include <gradsync/comm/shared/region.hpp>
 #include <gradsync/core/error.hpp>
 
 namespace gradsync {
 
+// What a plan does where its ranks cannot share memory: throw usage_error on every rank (a
+// plan the user named), or stay unusable on every rank alike (a selector's candidate, which
+// then passes messages).
+enum class sharing { required, if_possible };
+
 class shared_peers {
 public:
-    // Collective: every rank of comm, with the same sizes. `who` names the plan in errors.
+    // Collective: every rank of comm, with the same sizes, `buffer` (a shared one replaces the
+    // slots, which then take no room) and `need`. `who` names the plan in errors.
     template <communicator C>
-    shared_peers(C& comm, std::string who, std::size_t slot_bytes, std::size_t exchange_bytes)
-        : rank_(comm.rank()), size_(comm.size()), slot_bytes_(round_up(slot_bytes, 128)),
+    shared_peers(C& comm, std::string who, std::size_t slot_bytes, std::size_t exchange_bytes,
+                 const shared_buffer* buffer, sharing need)
+        : rank_(comm.rank()), size_(comm.size()),
+          buffer_(buffer && buffer->shared() ? buffer : nullptr), slot_bytes_(buffer_ ? 0 : round_up(slot_bytes, 128)),
           exchange_bytes_(round_up(exchange_bytes, 128)), who_(std::move(who))
     {
-        if (!gradsync::may_share_memory(comm))
+        if (buffer && (buffer->rank() != rank_ || buffer->size() != size_))
+            throw usage_error(who_ + ": the shared_buffer is rank " + std::to_string(buffer->rank()) + " of " +
+                              std::to_string(buffer->size()) + " ranks, this communicator's rank " +
+                              std::to_string(rank_) + " of " + std::to_string(size_) +
+                              ": make it on the reducer's communicator");
+        if (!gradsync::may_share_memory(comm)) {
+            if (need == sharing::if_possible)
+                return;
             throw usage_error(who_ + ": this communicator's messages stand for a link (may_share_memory() is "
                                      "false); shared memory would bypass it");
+        }
         const std::size_t lines = round_up(std::size_t(size_) * sizeof(progress_line), 4096);
         region_ = shared_region::join(comm, lines + std::size_t(size_) * (slot_bytes_ + exchange_bytes_));
-        if (!region_.usable())
+        if (!region_.usable()) {
+            if (need == sharing::if_possible)
+                return;
             throw usage_error(who_ + ": the ranks cannot share memory: " + region_.why() +
                               "; shared_memory needs every rank on one host (use automatic or hierarchical across hosts)");
+        }
         lines_ = reinterpret_cast<progress_line*>(region_.data()); // the file's zero pages: every step 0
         slots_ = region_.data() + lines;
         for (int r = 0; r < size_; ++r)
@@ -51,17 +74,26 @@ public:
 
     int rank() const noexcept { return rank_; }
     int size() const noexcept { return size_; }
+    // Whether the ranks share memory; false (on every rank alike) only with sharing::if_possible.
+    bool usable() const noexcept { return lines_ != nullptr; }
     // Whether every rank is a thread of this process, so buffers are read in place.
     bool direct() const noexcept { return direct_; }
     const std::string& who() const noexcept { return who_; }
     // The number of the call begun last (counting from 1), for errors.
     std::uint32_t call() const noexcept { return calls_; }
     std::uint32_t begin_call() noexcept { return ++calls_; }
+    // The bytes of this rank's slot, where it copies its data (none for threads or on a
+    // shared_buffer).
+    std::size_t slot_bytes() const noexcept { return direct_ ? 0 : slot_bytes_; }
 
+    // This rank's slot, `count` elements: data kept there is shared with no copy. Empty on a
+    // shared_buffer, where the data lies in the buffer instead.
     template <class T>
-    T* slot(int r) const noexcept
+    std::span<T> own_slot(std::size_t count) const noexcept
     {
-        return reinterpret_cast<T*>(slots_ + std::size_t(r) * slot_bytes_);
+        if (buffer_)
+            return {};
+        return {slot<T>(rank_), count};
     }
     template <class T>
     T* exchange_area(int r) const noexcept
@@ -70,22 +102,36 @@ public:
     }
 
     // Rank r's copy of the data this call: this rank's `own`, a peer's published buffer
-    // (threads), or a peer's slot (processes).
+    // (threads), its data in its slot of the shared_buffer, or its slot (processes).
     template <class T>
     T* copy_of(int r, T* own) const noexcept
     {
         if (r == rank_)
             return own;
-        return direct_ ? reinterpret_cast<T*>(lines_[r].address.load(std::memory_order_relaxed)) : slot<T>(r);
+        const std::uintptr_t published = lines_[r].address.load(std::memory_order_relaxed);
+        if (direct_)
+            return reinterpret_cast<T*>(published);
+        return buffer_ ? reinterpret_cast<T*>(buffer_->slot(r) + published) : slot<T>(r);
     }
 
     // Before the first flag of a call: makes this rank's `count` elements at `data` readable by
-    // its peers. Threads read them where they lie (the address is published); a process copies
-    // into its slot every element outside [owned_begin, owned_end), the part it works on
-    // itself, unless data is its slot. Whether take_back() is to copy the results back.
+    // its peers. Threads read them where they lie (the address is published), as do processes
+    // on a shared_buffer (the offset in this rank's slot is published; data elsewhere is a
+    // usage_error); a process copies into its slot every element outside [owned_begin,
+    // owned_end), the part it works on itself, unless data is its slot. Whether take_back()
+    // is to copy the results back.
     template <class T>
-    bool share(T* data, std::size_t count, std::size_t owned_begin, std::size_t owned_end) noexcept
+    bool share(T* data, std::size_t count, std::size_t owned_begin, std::size_t owned_end)
     {
+        if (buffer_ && !buffer_->holds(data, count))
+            throw usage_error(prefix() + "the data (" + std::to_string(count) +
+                              " elements) does not lie in this rank's slot of the shared_buffer the plan was built "
+                              "on; keep it there, or build the reducer without one");
+        if (!direct_ && buffer_) {
+            lines_[rank_].address.store(std::uintptr_t(reinterpret_cast<std::byte*>(data) - buffer_->slot(rank_)),
+                                        std::memory_order_relaxed);
+            return false;
+        }
         lines_[rank_].address.store(reinterpret_cast<std::uintptr_t>(data), std::memory_order_relaxed);
         T* mine = slot<T>(rank_);
         if (direct_ || data == mine)
@@ -145,6 +191,12 @@ public:
     }
 
 private:
+    template <class T>
+    T* slot(int r) const noexcept
+    {
+        return reinterpret_cast<T*>(slots_ + std::size_t(r) * slot_bytes_);
+    }
+
     static std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
 
     std::string prefix() const { return who_ + ": call " + std::to_string(calls_) + ": "; }
@@ -171,6 +223,7 @@ private:
     }
 
     int rank_, size_;
+    const shared_buffer* buffer_; // a shared one, or none
     std::size_t slot_bytes_, exchange_bytes_;
     std::string who_;
     shared_region region_;

@@ -78,6 +78,8 @@ public:
 
     std::byte* data() const noexcept { return mapping_->base + header_bytes; }
     std::size_t size() const noexcept { return mapping_->bytes - header_bytes; }
+    // Rank 0's random key, the same on every rank of this region.
+    std::uint64_t key() const noexcept { return mapping_->key; }
 
     // Whether rank r runs in this process, so its addresses are valid here.
     bool same_process(int r) const noexcept { return pids_[std::size_t(r)] == pids_[std::size_t(rank_)]; }
