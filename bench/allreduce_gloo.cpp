@@ -3,9 +3,10 @@
 // The program forks its other ranks (2 by default) before anything starts; they meet
 // through a file store in a scratch directory, each side on a Gloo context of its own, all
 // over loopback TCP. Sides
-// (gloo_sides.hpp), on the same buffer, Sum, fp32 then fp16, 4 KiB ... 256 MiB:
+// (gloo_sides.hpp), on the same buffer (a shared_buffer's slot; only gradsync_in_shared_buffer,
+// shared_memory built on it, reads the data there in place), Sum, fp32 then fp16, 4 KiB ... 256 MiB:
 //   gradsync_tuned, gradsync_automatic, gradsync_doubling, gradsync_ring,
-//       gradsync_recursive_halving, gradsync_shared_memory  a
+//       gradsync_recursive_halving, gradsync_shared_memory, gradsync_in_shared_buffer  a
 //       persistent reducer with the settings docs/gloo.md gives for Gloo: 1 MiB pipeline
 //       segments, a window of 64 and automatic{.small_bytes = 256 KiB, .share_memory = false}
 //       (message passing), over a communicator
@@ -236,9 +237,9 @@ int main(int argc, char** argv)
     std::vector<std::size_t> sizes;
     for (std::size_t b = 4096; b <= (std::size_t(bursts ? 16 : 256) << 20); b *= b < (std::size_t(16) << 20) ? 2 : 4)
         sizes.push_back(b);
-    world.storage.assign(sizes.back(), std::byte(0));
+    world.storage = std::make_unique<gradsync::shared_buffer>(*world.comms.at("gradsync_in_shared_buffer"), sizes.back());
     check_sides(sides);
-    std::fill(world.storage.begin(), world.storage.end(), std::byte(0));
+    std::fill_n(world.data<std::byte>(), sizes.back(), std::byte(0));
 
     // Per size, the repetitions take turns through the sides (in side_order's shuffled order).
     gradsync_bench::side_order order(sides.size(), true);

@@ -20,6 +20,7 @@
 //       user's and on gradients kept in a shared_buffer, against MPI_Allreduce,
 //       automatic (message passing) and one memcpy of the same bytes on every rank (the
 //       bound), 4 KiB ... 256 MiB.
+// --svg FILE (rank 0) draws every side's median time against size.
 // GRADSYNC_BENCH_THREAD=multiple initialises MPI with MPI_THREAD_MULTIPLE (the level a
 // synchronizer's communication thread asks for) instead of MPI_Init.
 // The side named automatic is automatic{.share_memory = false}: message passing.
@@ -33,9 +34,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <span>
@@ -43,6 +47,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "line_chart.hpp"
 #include "median_table.hpp"
 #include "trainer_burst.hpp"
 
@@ -155,6 +160,32 @@ void run_mpi(benchmark::State& state, std::size_t count)
     timed(state, count, [&] { MPI_Allreduce(MPI_IN_PLACE, buffer.data(), int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
 }
 
+// Every side's median time against size, on log2 axes.
+void draw(const std::string& file, const gradsync_bench::median_table& table, const std::vector<std::string>& names,
+          const std::vector<std::size_t>& sizes, int ranks)
+{
+    gradsync_examples::line_chart chart;
+    chart.title = std::to_string(ranks) + " ranks of one host, fp32 Sum: median time per allreduce";
+    chart.x_label = "message size";
+    chart.y_label = "time, microseconds";
+    chart.y_scale = gradsync_examples::axis_scale::log2;
+    for (std::size_t b : sizes) {
+        chart.x.push_back(double(b));
+        chart.x_tick_labels.push_back(gradsync_bench::size_text(b));
+    }
+    const char* palette[] = {"#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#7f7f7f", "#9467bd", "#8c564b", "#e377c2"};
+    for (std::size_t k = 0; k < names.size(); ++k) {
+        gradsync_examples::chart_series series{.name = names[k], .colour = palette[k % std::size(palette)]};
+        for (std::size_t b : sizes) {
+            const double t = table.median(names[k], b);
+            series.y.push_back(t > 0 ? t * 1e6 : std::nan(""));
+        }
+        chart.series.push_back(std::move(series));
+    }
+    std::ofstream out(file);
+    gradsync_examples::write_line_chart_svg(out, chart);
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -166,6 +197,14 @@ int main(int argc, char** argv)
         MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     else
         MPI_Init(&argc, &argv);
+    std::string svg;
+    for (int i = 1; i + 1 < argc; ++i)
+        if (std::string(argv[i]) == "--svg") {
+            svg = argv[i + 1];
+            std::copy(argv + i + 2, argv + argc, argv + i);
+            argc -= 2;
+            break;
+        }
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -272,6 +311,8 @@ int main(int argc, char** argv)
                             multiple ? (provided == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE" : "MPI_THREAD_MULTIPLE refused")
                                      : "MPI_Init");
                 table.print(names, "mpi_allreduce", sizes, bus);
+                if (!svg.empty())
+                    draw(svg, table, names, sizes, size);
             }
         } else {
             gradsync_bench::null_reporter quiet;

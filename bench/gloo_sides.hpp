@@ -29,19 +29,20 @@ namespace gradsync_bench {
 
 static_assert(sizeof(gloo::float16) == sizeof(gradsync::half));
 
-// What the sides share: the buffer they reduce, and a Gloo context of each side's own
+// What the sides share: the buffer they reduce (a shared_buffer's slot, which only
+// gradsync_in_shared_buffer's reducer is told of), and a Gloo context of each side's own
 // (contexts, for Gloo's sides: the classic algorithms resize their sockets' buffers) or a
 // gloo_communicator on one (comms, for gradsync's), by side name; set up before a side is
 // made.
 struct gloo_world {
-    std::vector<std::byte> storage;
+    std::unique_ptr<gradsync::shared_buffer> storage;
     std::map<std::string, std::unique_ptr<gradsync::gloo_communicator>> comms;
     std::map<std::string, std::shared_ptr<gloo::Context>> contexts;
 
     template <class T>
     T* data()
     {
-        return reinterpret_cast<T*>(storage.data());
+        return storage->span<T>().data();
     }
 };
 
@@ -76,17 +77,22 @@ inline const char* algorithm_name(std::uint32_t code)
     }
 }
 
-// A persistent gradsync reducer over the communicator that comm_of() returns. A tuned
-// reducer tunes while the side is made, untimed, as in a trainer's first calls, on a
-// buffer of its own; rank 0 says on stderr what it chose.
+// A persistent gradsync reducer over the communicator that comm_of() returns; `in_storage`:
+// built on the world's shared_buffer (made on that communicator), so that it reads the data
+// in place. A tuned reducer tunes while the side is made, untimed, as in a trainer's first
+// calls, on a buffer of its own; rank 0 says on stderr what it chose.
 template <class Algorithm, class CommOf>
-side_fn gradsync_side(gloo_world& w, CommOf comm_of, Algorithm algorithm, gradsync::reducer_options options)
+side_fn gradsync_side(gloo_world& w, CommOf comm_of, Algorithm algorithm, gradsync::reducer_options options,
+                      bool in_storage = false)
 {
     using comm_type = std::remove_reference_t<decltype(comm_of())>;
-    return [&w, comm_of, algorithm, options](std::size_t count, bool half) -> std::function<void()> {
+    return [&w, comm_of, algorithm, options, in_storage](std::size_t count, bool half) -> std::function<void()> {
         const auto make = [&]<class T>(std::type_identity<T>) -> std::function<void()> {
+            gradsync::reducer_options o = options;
+            if (in_storage)
+                o.shared = w.storage.get();
             auto r = std::make_shared<gradsync::reducer<T, comm_type, gradsync::sum, Algorithm>>(comm_of(), count,
-                                                                                                algorithm, options);
+                                                                                                algorithm, o);
             std::function<void()> call = [r, &w, count] { (*r)(std::span<T>(w.data<T>(), count)); };
             if constexpr (std::is_same_v<Algorithm, gradsync::tuned>) {
                 std::vector<T> scratch(count); // not the side's buffer, whose first sum main() checks
@@ -173,6 +179,8 @@ inline std::vector<side> all_sides(gloo_world& w, const gloo_settings& s)
              gradsync_side(w, comm("gradsync_recursive_halving"), gradsync::recursive_halving{}, s.options), false},
             {"gradsync_shared_memory",
              gradsync_side(w, comm("gradsync_shared_memory"), gradsync::shared_memory{}, s.options), false},
+            {"gradsync_in_shared_buffer",
+             gradsync_side(w, comm("gradsync_in_shared_buffer"), gradsync::shared_memory{}, s.options, true), false},
             {"gloo_ring", classic_side<gloo::AllreduceRing>(w, "gloo_ring"), true},
             {"gloo_ring_chunked", classic_side<gloo::AllreduceRingChunked>(w, "gloo_ring_chunked"), true},
             {"gloo_halving_doubling", classic_side<gloo::AllreduceHalvingDoubling>(w, "gloo_halving_doubling"), true},
