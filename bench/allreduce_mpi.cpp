@@ -6,6 +6,10 @@
 //   mpiexec -n 2 bench_allreduce_mpi adasum   Adasum against Sum on the same algorithm
 //       (recursive_halving, ring, automatic, shared_memory) and layout (GRADSYNC_BENCH_LAYERS
 //       near-equal layers, 16 by default), 64 KiB ... 64 MiB.
+//   mpiexec -n 2 bench_allreduce_mpi adasum_shared   Adasum on one host: shared_memory against
+//       the message-passing Adasum plans (ring, recursive halving and doubling) and
+//       automatic as a user gets it (default options), on that layout, 4 KiB ... 256 MiB; a
+//       last table names the fastest side per size and automatic's time against it.
 //   mpiexec -n 2 bench_allreduce_mpi bursts   the Sum comparison as a trainer sees it: each
 //       timed allreduce follows a burst of other work (GRADSYNC_BENCH_BURST_MIB, 16 by
 //       default, streamed through memory as a layer's backward would) and new gradients
@@ -23,7 +27,8 @@
 // --svg FILE (rank 0) draws every side's median time against size.
 // GRADSYNC_BENCH_THREAD=multiple initialises MPI with MPI_THREAD_MULTIPLE (the level a
 // synchronizer's communication thread asks for) instead of MPI_Init.
-// The side named automatic is automatic{.share_memory = false}: message passing.
+// The side named automatic is automatic{.share_memory = false}: message passing, but for
+// adasum_shared's adasum_automatic, which is automatic{}.
 // Rank 0 reports; every side is registered once per repetition, repetitions outermost, in
 // an order shuffled for each repetition (alternate mode keeps its turns), so the sides
 // interleave in time. The closing tables give medians, algbw, busbw and ratios.
@@ -35,6 +40,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -64,6 +70,8 @@ gradsync_bench::trainer_burst burst; // bursts mode's other work, and the fresh 
 // Alternate mode's reducers, one per size, kept for the whole program as a trainer keeps its
 // own: a run then starts with the other side's state, not with a new reducer's first call.
 std::map<std::size_t, std::shared_ptr<void>> kept_reducers;
+// What automatic's plan ran, per element count (the last automatic side timed there).
+std::map<std::size_t, std::uint32_t> automatic_chose;
 
 // Times `call` as the benchmark's iterations: plainly, or in bursts mode or with `fresh`
 // after the burst (new gradients in the first `count` elements) and a barrier each.
@@ -95,13 +103,13 @@ benchmark::IterationCount warm_up(const benchmark::State& state)
     return alternate ? 0 : gradsync_bench::warm_up_calls(state);
 }
 
-template <class Policy, class Algorithm, bool deadline = false>
+template <class Policy, class Algorithm, bool deadline = false, bool as_given = false>
 void run_gradsync(benchmark::State& state, std::size_t count)
 {
     using reducer = gradsync::reducer<float, gradsync::mpi_communicator, Policy, Algorithm>;
     Algorithm algorithm{};
     if constexpr (std::is_same_v<Algorithm, gradsync::automatic>)
-        algorithm.share_memory = false; // message passing: shared_memory is a side of its own
+        algorithm.share_memory = as_given; // message passing: shared_memory is a side of its own
     const auto made = [&] {
         return std::make_shared<reducer>(deadline ? *comm_with_deadline : *comm, layers_of(count), algorithm);
     };
@@ -114,6 +122,8 @@ void run_gradsync(benchmark::State& state, std::size_t count)
     } else {
         reduce = made();
     }
+    if constexpr (std::is_same_v<Algorithm, gradsync::automatic>)
+        automatic_chose[count] = reduce->plan().chosen();
     const std::span<float> data(buffer.data(), count);
     for (benchmark::IterationCount i = 0; i < warm_up(state); ++i)
         (*reduce)(data);
@@ -214,12 +224,13 @@ int main(int argc, char** argv)
             MPI_COMM_WORLD, gradsync::mpi_options{.deadline = std::chrono::seconds(60)});
         const char* reps_env = std::getenv("GRADSYNC_BENCH_REPS");
         const bool adasum = argc > 1 && std::string(argv[1]) == "adasum";
+        const bool adasum_shared = argc > 1 && std::string(argv[1]) == "adasum_shared";
         bursts = argc > 1 && std::string(argv[1]) == "bursts";
         alternate = argc > 1 && std::string(argv[1]) == "alternate";
         const bool shared = argc > 1 && std::string(argv[1]) == "shared";
         const char* fresh_env = std::getenv("GRADSYNC_BENCH_FRESH");
         fresh = alternate && fresh_env && std::string(fresh_env) == "1";
-        if (adasum || bursts || alternate || shared)
+        if (adasum || adasum_shared || bursts || alternate || shared)
             argv[1] = argv[0], --argc, ++argv;
         const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : alternate ? 20 : 5;
         if (const char* layers_env = std::getenv("GRADSYNC_BENCH_LAYERS"))
@@ -241,7 +252,14 @@ int main(int argc, char** argv)
         using side_fn = void (*)(benchmark::State&, std::size_t);
         using namespace gradsync;
         const std::vector<std::pair<std::string, side_fn>> sides =
-            adasum ? std::vector<std::pair<std::string, side_fn>>{
+            adasum_shared ? std::vector<std::pair<std::string, side_fn>>{
+                                {"adasum_shared_memory", run_gradsync<gradsync::adasum, shared_memory>},
+                                {"adasum_ring", run_gradsync<gradsync::adasum, ring>},
+                                {"adasum_recursive_halving", run_gradsync<gradsync::adasum, recursive_halving>},
+                                {"adasum_recursive_doubling", run_gradsync<gradsync::adasum, recursive_doubling>},
+                                {"adasum_automatic", run_gradsync<gradsync::adasum, automatic, false, true>},
+                            }
+            : adasum ? std::vector<std::pair<std::string, side_fn>>{
                          {"sum_recursive_halving", run_gradsync<sum, recursive_halving>},
                          {"adasum_recursive_halving", run_gradsync<gradsync::adasum, recursive_halving>},
                          {"sum_ring", run_gradsync<sum, ring>},
@@ -298,6 +316,31 @@ int main(int argc, char** argv)
                 for (std::size_t i = 0; i < sides.size(); i += 2) {
                     std::printf("\n%d ranks, fp32, %d layers, Adasum against Sum", size, layer_count);
                     table.print({sides[i].first, sides[i + 1].first}, sides[i].first, sizes, bus);
+                }
+            } else if (adasum_shared) {
+                std::vector<std::string> names;
+                for (const auto& s : sides)
+                    names.push_back(s.first);
+                std::printf("\n%d ranks of one host, fp32 Adasum, %d layers", size, layer_count);
+                table.print(names, "adasum_shared_memory", sizes, bus);
+                std::printf("\n%-9s %-26s %14s %22s %16s\n", "size", "fastest", "shared / best msg",
+                            "automatic / fastest", "automatic runs");
+                for (std::size_t b : sizes) {
+                    if (table.median(names[0], b) <= 0)
+                        continue; // left out by a filter
+                    std::string fastest = names[0];
+                    double best_message = 0;
+                    for (std::size_t k = 0; k + 1 < names.size(); ++k) {
+                        if (table.median(names[k], b) < table.median(fastest, b))
+                            fastest = names[k];
+                        if (k > 0 && (best_message == 0 || table.median(names[k], b) < best_message))
+                            best_message = table.median(names[k], b);
+                    }
+                    std::printf("%-9s %-26s %14.3f %22.3f %16s\n", gradsync_bench::size_text(b).c_str(), fastest.c_str(),
+                                best_message / table.median("adasum_shared_memory", b),
+                                table.median("adasum_automatic", b) / table.median(fastest, b),
+                                automatic_chose[b / sizeof(float)] == gradsync::shared_memory::code ? "shared_memory"
+                                                                                                   : "messages");
                 }
             } else {
                 std::vector<std::string> names;

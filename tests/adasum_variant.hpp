@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -124,6 +125,30 @@ inline adaref::vec expected(const variant& v, std::uint32_t chosen, const std::v
     if (chosen == gradsync::ring::code || chosen == gradsync::shared_memory::code)
         return adaref::ring_chain(g, layers);
     return adaref::halving_tree(g, layers);
+}
+
+// The order variant v reduces in (automatic: the algorithm it chose), for the reference's
+// results on either side of A's jump (adaref::layer_results).
+inline adaref::order order_of(const variant& v, std::uint32_t chosen, int n)
+{
+    if (v.a == alg::hierarchical)
+        return {.kind = adaref::order::nodes, .k = std::size_t(resolved_k(v, n)), .sum = v.node_sum};
+    if (chosen == gradsync::ring::code || chosen == gradsync::shared_memory::code)
+        return {.kind = adaref::order::chain};
+    return {.kind = adaref::order::tree};
+}
+
+// T's format (std::numeric_limits' digits and min_exponent), for the reference's evaluation
+// as T rounds.
+template <class T>
+adaref::format format_of()
+{
+    if constexpr (std::is_same_v<T, gradsync::half>)
+        return {.digits = 11, .min_exponent = -13};
+    else if constexpr (std::is_same_v<T, gradsync::bfloat16>)
+        return {.digits = 8, .min_exponent = -125};
+    else
+        return {.digits = std::numeric_limits<T>::digits, .min_exponent = std::numeric_limits<T>::min_exponent};
 }
 
 // The reference's tolerance for T (docs/adasum.md, "Accuracy") under the tree or chain chosen.

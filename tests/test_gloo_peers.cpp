@@ -717,10 +717,11 @@ TEST_CASE("shared_memory: a peer killed by SIGKILL ends the wait in a communicat
         shared_reducer reduce(comm, 4096);
         if (reduce.plan().direct())
             return "processes read each other's buffers by address";
-        // The region is an anonymous file (a memfd): no name in /dev/shm or anywhere else, so
-        // the kernel frees it with the last process that maps it, killed or not.
-        if (regions_mapped() != std::vector<std::string>{"/memfd:gradsync (deleted)"})
-            return "the region is not one anonymous file";
+        // The region, and the position board of the reducer's communicator, are anonymous files
+        // (memfds): no name in /dev/shm or anywhere else, so the kernel frees them with the
+        // last process that maps them, killed or not.
+        if (regions_mapped() != std::vector<std::string>(2, "/memfd:gradsync (deleted)"))
+            return "the region and the board are not two anonymous files";
         std::vector<float> x(4096, 1.0f);
         reduce(std::span<float>(x));
         if (x != std::vector<float>(4096, 2.0f))

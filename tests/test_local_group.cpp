@@ -509,34 +509,47 @@ TEST_CASE("a message of more than 2^31-1 bytes arrives intact", "[local_group][l
     CHECK(bad == 0);
 }
 
-// The MPI adapters' wait loop (comm/mpi/detail/polling.hpp): a probe that finds the peer's next message
-// foreign ends the wait only if the request is still open after it. Between the last test and
-// the probe the request may have completed and the peer moved on to its next call, whose
-// message is then at the head of the queue: that wait succeeded.
+// The MPI adapters' wait loop (comm/mpi/detail/polling.hpp): a probe that finds the peer's next
+// message foreign, or the peer at another call on the position board, ends the wait only if
+// the request is still open after it. Between the last test and the probe the request may have
+// completed and the peer moved on to its next call, whose message is then at the head of the
+// queue and whose position is on the board: that wait succeeded.
 TEST_CASE("a wait whose request completes just before the probe sees the next call is not foreign", "[polling]")
 {
-    bool probed = false, failed = false;
-    gradsync::detail::poll_until_done([&] { return probed; }, // completes only once the probe has looked
-        [&] {
+    const auto none = [] { return -1; };
+    for (bool board : {false, true}) {
+        CAPTURE(board);
+        bool probed = false, failed = false;
+        const auto look = [&] {
             probed = true;
-            return 12345; // the peer's next call's message
-        },
-        {}, [&](gradsync::detail::wait_end, int, std::chrono::nanoseconds) { failed = true; });
-    CHECK(probed);
-    CHECK_FALSE(failed);
+            return 12345; // the peer's next call
+        };
+        const auto done = [&] { return probed; }; // completes only once the probe has looked
+        const auto fail = [&](gradsync::detail::wait_end, int, std::chrono::nanoseconds) { failed = true; };
+        if (board)
+            gradsync::detail::poll_until_done(done, none, look, {}, fail);
+        else
+            gradsync::detail::poll_until_done(done, look, none, {}, fail);
+        CHECK(probed);
+        CHECK_FALSE(failed);
 
-    // Still open after the probe: the foreign message is reported.
-    gradsync::detail::wait_end end = gradsync::detail::wait_end::deadline;
-    int found = -1;
-    try {
-        gradsync::detail::poll_until_done([] { return false; }, [] { return 777; }, {},
-                                          [&](gradsync::detail::wait_end e, int f, std::chrono::nanoseconds) {
-                                              end = e;
-                                              found = f;
-                                              throw std::runtime_error("ended");
-                                          });
-    } catch (const std::runtime_error&) {
+        // Still open after the probe: the foreign message, or the peer's call, is reported.
+        gradsync::detail::wait_end end = gradsync::detail::wait_end::deadline;
+        int found = -1;
+        const auto seen = [] { return 777; };
+        const auto ended = [&](gradsync::detail::wait_end e, int f, std::chrono::nanoseconds) {
+            end = e;
+            found = f;
+            throw std::runtime_error("ended");
+        };
+        try {
+            if (board)
+                gradsync::detail::poll_until_done([] { return false; }, none, seen, {}, ended);
+            else
+                gradsync::detail::poll_until_done([] { return false; }, seen, none, {}, ended);
+        } catch (const std::runtime_error&) {
+        }
+        CHECK(end == (board ? gradsync::detail::wait_end::stray : gradsync::detail::wait_end::foreign));
+        CHECK(found == 777);
     }
-    CHECK(end == gradsync::detail::wait_end::foreign);
-    CHECK(found == 777);
 }

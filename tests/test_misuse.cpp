@@ -1,10 +1,11 @@
 // Misuse over local_group (docs/semantics.md, "The agreement check", "Call order" and
 // "Errors"): the conformance suite (tests/conformance/misuse.hpp: ranks that disagree on count,
-// layout, type, policy, algorithm or tag, bad layer sizes or pipeline options) on 5 ranks, and
-// what only threads of one process show: reducers called out of order, or a peer a call ahead,
-// end in a mismatch_error naming both without a deadline; a wrong-size buffer is a usage_error
-// on its rank and releases the others; a group of no ranks is refused. A hang fails by the
-// CTest timeout.
+// layout, type, policy, algorithm or tag, bad layer sizes or pipeline options, calls out of
+// order through shared memory) on 5 ranks, and what only threads of one process show:
+// reducers called out of order by messages, or through shared memory and messages mixed up,
+// or a peer a call ahead, end in a mismatch_error naming both without a deadline; a
+// wrong-size buffer is a usage_error on its rank and releases the others; a group of no
+// ranks is refused. A hang fails by the CTest timeout.
 //
 // Rank code records (kind, message, buffer untouched?) per rank; CHECKs run on the main thread.
 #include <catch2/catch.hpp>
@@ -57,6 +58,22 @@ result run_group(int n, Body body)
     return res;
 }
 
+// On every rank but the last a(x) then b(y), on the last b(y) then a(x): what it ended in.
+template <class A, class B>
+void swapped_by_the_last(local_communicator& comm, A& a, B& b, outcome& o, bool rethrow)
+{
+    std::vector<float> x(a.count(), 1.0f), y(b.count(), 10.0f);
+    record(o, rethrow, [&] {
+        if (comm.rank() == comm.size() - 1) {
+            b(std::span<float>(y));
+            a(std::span<float>(x));
+        } else {
+            a(std::span<float>(x));
+            b(std::span<float>(y));
+        }
+    });
+}
+
 } // namespace
 
 // Two reducers called in different orders: over local_group the receive that waits for the
@@ -71,16 +88,7 @@ TEST_CASE("reducers called in different orders: a mismatch_error naming both, ne
             gradsync::reducer<float, local_communicator, gradsync::sum, gradsync::ring> a(comm, 64), b(comm, 64);
             identity[std::size_t(comm.rank()) * 2] = a.identity();
             identity[std::size_t(comm.rank()) * 2 + 1] = b.identity();
-            std::vector<float> x(64, 1.0f), y(64, 10.0f);
-            record(o, true, [&] {
-                if (comm.rank() == n - 1) {
-                    b(std::span<float>(y));
-                    a(std::span<float>(x));
-                } else {
-                    a(std::span<float>(x));
-                    b(std::span<float>(y));
-                }
-            });
+            swapped_by_the_last(comm, a, b, o, true);
         });
         for (int r = 1; r < n; ++r) { // every rank's a (b) is rank 0's
             CHECK(identity[std::size_t(r) * 2] == identity[0]);
@@ -101,6 +109,33 @@ TEST_CASE("reducers called in different orders: a mismatch_error naming both, ne
             }
         }
         CHECK(named >= 1);
+    }
+}
+
+// A reducer through shared memory (automatic) and one by messages (ring) mixed up: the ranks in
+// the shared one see the odd rank's position on the board, and the odd rank's receive sees its
+// peer's, so every rank names both, with no deadline and before any rank is released.
+TEST_CASE("shared memory and messages mixed up: a mismatch_error naming both on every rank", "[misuse][order]")
+{
+    for (int n : {2, 3, 4}) {
+        INFO(n << " ranks");
+        std::uint64_t a_id = 0, b_id = 0;
+        const result res = run_group(n, [&](local_communicator& comm, outcome& o) {
+            gradsync::reducer<float, local_communicator, gradsync::sum> a(comm, 1000);
+            gradsync::reducer<float, local_communicator, gradsync::sum, gradsync::ring> b(comm, 1000);
+            if (comm.rank() == 0) {
+                a_id = a.identity();
+                b_id = b.identity();
+            }
+            swapped_by_the_last(comm, a, b, o, false);
+        });
+        for (std::size_t r = 0; r < res.rank.size(); ++r) {
+            const outcome& o = res.rank[r];
+            INFO("rank " << r << ": " << kind_name(o.k) << ": " << o.what);
+            CHECK(kind_name(o.k) == std::string(kind_name(kind::mismatch)));
+            CHECK_THAT(o.what, Contains("reducer #" + std::to_string(a_id)) &&
+                                   Contains("reducer #" + std::to_string(b_id)) && Contains("same order"));
+        }
     }
 }
 

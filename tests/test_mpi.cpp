@@ -12,6 +12,8 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +30,8 @@
 #include <type_traits>
 #include <vector>
 
-#include <unistd.h> // getpid
+#include <sys/resource.h> // setrlimit
+#include <unistd.h>       // getpid
 
 #if defined(GRADSYNC_TEST_TRANSPORT_BOOST_MPI)
 #include <boost/mpi/communicator.hpp>
@@ -80,6 +83,7 @@ static transport make_comm(MPI_Comm c, gradsync::mpi_options o) { return transpo
 
 #include "broadcast_data.hpp"
 #include "catch_session.hpp"
+#include "failing_sends.hpp"
 #include "conformance/harness.hpp"
 #include "large_message.hpp"
 #include "reference.hpp"
@@ -354,6 +358,56 @@ TEST_CASE("mpi broadcast misuse: a bad or disagreeing root is refused on every r
         expect_everywhere(kind::mismatch, "the root", attempt(r == n - 1 ? 1 : 0));
 }
 
+// A trainer with a reducer per bucket, or a backend that keeps one per shape, holds many shared
+// regions: each watches its peers' processes, and those watches are the process's, one per
+// peer, so 2 000 reducers fit under a limit of 1 024 descriptors and all keep shared memory.
+TEST_CASE("mpi shared memory: 2 000 reducers under ulimit -n 1024 keep shared memory, with descriptors for the peers "
+          "alone",
+          "[comm]")
+{
+    transport comm = make_comm();
+    if (comm.size() == 1) {
+        SUCCEED("one rank shares nothing");
+        return;
+    }
+    const auto open_files = [] {
+        std::size_t n = 0;
+        for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+            ++n;
+        return n;
+    };
+    rlimit before{};
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &before) == 0);
+    rlimit lowered = before;
+    lowered.rlim_cur = std::min<rlim_t>(before.rlim_cur, 1024);
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+    const std::size_t files = open_files();
+    std::vector<std::unique_ptr<gradsync::reducer<float, transport, gradsync::sum, gradsync::automatic>>> reducers;
+    std::size_t shared = 0, most = files;
+    std::string failed;
+    try {
+        for (int k = 0; k < 2000; ++k) {
+            reducers.push_back(
+                std::make_unique<gradsync::reducer<float, transport, gradsync::sum, gradsync::automatic>>(comm, 16));
+            shared += reducers.back()->plan().chosen() == gradsync::shared_memory::code;
+            if (k % 100 == 99)
+                most = std::max(most, open_files());
+        }
+        std::vector<float> x(16, float(comm.rank() + 1));
+        (*reducers.back())(std::span<float>(x));
+        CHECK(x == std::vector<float>(16, float(comm.size() * (comm.size() + 1) / 2)));
+    } catch (const std::exception& e) {
+        failed = e.what();
+    }
+    reducers.clear();
+    ::setrlimit(RLIMIT_NOFILE, &before);
+    INFO("rank " << comm.rank() << ": " << failed);
+    CHECK(failed.empty());
+    CHECK(shared == 2000);
+    // One watch per peer process, and rank 0's position board: no descriptor per reducer.
+    CHECK(most <= files + std::size_t(comm.size()) + 1);
+}
+
 TEST_CASE("mpi communicator: non-overtaking order, zero-byte messages, size mismatches", "[comm]")
 {
     transport comm = make_comm();
@@ -530,6 +584,24 @@ ending run_timed(F&& f)
     return e;
 }
 
+// a(x) then b(y), or b(y) then a(x) where b_first, timed; then every rank waits for the others,
+// so that none leaves (closing its connections) before all have ended.
+template <class A, class B>
+ending called_in_order(bool b_first, A& a, B& b, std::vector<float>& x, std::vector<float>& y)
+{
+    const ending e = run_timed([&] {
+        if (b_first) {
+            b(std::span<float>(y));
+            a(std::span<float>(x));
+        } else {
+            a(std::span<float>(x));
+            b(std::span<float>(y));
+        }
+    });
+    MPI_Barrier(MPI_COMM_WORLD);
+    return e;
+}
+
 // Whether e is a wait that reached its deadline, which it then lasted at least. Over Gloo a
 // rank whose wait times out closes its connections, so a peer may end first, on the closed
 // connection, at whatever time that comes.
@@ -558,16 +630,7 @@ TEST_CASE("mpi order: reducers called in different orders end in an error on eve
     reducer_t a(world.comm, 64), b(world.comm, 64);
     std::vector<float> x(64, float(r + 1)), y(64, float(10 * (r + 1)));
     // Odd ranks call b first: pairing a's call with b's would add y into x.
-    const ending e = run_timed([&] {
-        if (r % 2) {
-            b(std::span<float>(y));
-            a(std::span<float>(x));
-        } else {
-            a(std::span<float>(x));
-            b(std::span<float>(y));
-        }
-    });
-    MPI_Barrier(MPI_COMM_WORLD); // no rank leaves, closing its connections, before all have ended
+    const ending e = called_in_order(r % 2, a, b, x, y);
     INFO("rank " << r << " after " << e.seconds << " s: " << kind_name(e.k) << ": " << e.what);
     CHECK(e.k != kind::ok);
     CHECK(e.k != kind::other);
@@ -578,6 +641,71 @@ TEST_CASE("mpi order: reducers called in different orders end in an error on eve
     CHECK(!everywhere(!named)); // some rank saw the other reducer's message and said so
 #endif
     CHECK(everywhere(e.k != kind::ok));
+}
+
+// One host: a reducer through shared memory (automatic) and one by messages (ring), called in
+// different orders, with no deadline: the ranks in the shared one see the odd rank's position
+// on the host's board, and the odd rank's receive sees its peer's, so every rank names both
+// reducers (docs/semantics.md, "Call order"); a wait for ever would fail by the CTest timeout.
+TEST_CASE("mpi order: shared memory and messages mixed up end in a mismatch_error on every rank, with no deadline",
+          "[deadline]")
+{
+    if (world_size() == 1) {
+        SUCCEED("one rank calls in one order");
+        return;
+    }
+    world_copy copy;
+    transport comm = make_comm(copy.comm, {});
+    const int r = comm.rank(), last = comm.size() - 1;
+    gradsync::reducer<float, transport, gradsync::sum, gradsync::automatic> a(comm, 1000);
+    reducer_t b(comm, 1000);
+    if (a.plan().chosen() != gradsync::shared_memory::code) {
+        SUCCEED("the ranks do not share a host");
+        return;
+    }
+    std::vector<float> x(1000, float(r + 1)), y(1000, float(10 * (r + 1)));
+    const ending e = called_in_order(r == last, a, b, x, y);
+    INFO("rank " << r << " after " << e.seconds << " s: " << kind_name(e.k) << ": " << e.what);
+    CHECK(e.k == kind::mismatch);
+    CHECK_THAT(e.what, Catch::Matchers::Contains("reducer #" + std::to_string(a.identity())) &&
+                           Catch::Matchers::Contains("reducer #" + std::to_string(b.identity())) &&
+                           Catch::Matchers::Contains("same order"));
+}
+
+// Rank 0 fails between hierarchical's node stage halves, after its node peer may have
+// started on its slot: the peer finds it gone at once, instead of waiting out the deadline.
+TEST_CASE("mpi deadline: hierarchical's rank that fails between its node stage's halves ends its node peer's call at "
+          "once",
+          "[deadline]")
+{
+    if (world_size() != 4) {
+        SUCCEED("the case needs 2 nodes of 2 ranks");
+        return;
+    }
+    deadline_world world;
+    std::atomic<bool> armed{false};
+    gradsync_test::failing_sends<transport> comm(world.comm, armed);
+    gradsync::reducer<float, gradsync_test::failing_sends<transport>, gradsync::sum, gradsync::hierarchical> reduce(
+        comm, 65536, gradsync::hierarchical{.ranks_per_node = 2});
+    if (!reduce.plan().node_shares_memory()) {
+        SUCCEED("the node's ranks do not share memory");
+        return;
+    }
+    std::vector<float> data(65536, 1.0f);
+    reduce(std::span<float>(data));
+    armed = true;
+    const ending e = run_timed([&] { reduce(std::span<float>(data)); });
+    MPI_Barrier(MPI_COMM_WORLD);
+    INFO("rank " << world.rank << " after " << e.seconds << " s: " << kind_name(e.k) << ": " << e.what);
+    if (world.rank == 0) {
+        CHECK(e.k == kind::communication);
+        CHECK_THAT(e.what, Catch::Matchers::Contains("planted failure"));
+    } else if (world.rank == 1) {
+        CHECK(e.k == kind::other_gradsync);
+        CHECK_THAT(e.what, Catch::Matchers::Contains("rank 0: that rank left the call with an error"));
+    } else {
+        CHECK(e.k != kind::ok);
+    }
 }
 
 TEST_CASE("mpi deadline: a rank that skips a call leaves the others a deadline_error", "[deadline]")

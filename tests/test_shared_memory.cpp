@@ -1,11 +1,13 @@
 // shared_memory over threads of a local_group: what ends a wait on a peer's flag (a peer that
-// never calls, a peer that fails), the region each plan maps and gives back, that the
-// threads read each other's buffers in place, and (for the race detector) Adasum and
-// hierarchical's node stage on shared memory. Its results on every transport are the
+// never calls, a peer that fails, one deadline for every peer), the region each plan maps and
+// gives back, that the threads read each other's buffers in place, that hierarchical's rank
+// that fails between its node stage's halves leaves before its call returns, and (for the
+// race detector) Adasum and hierarchical's node stage on shared memory. Its results on every transport are the
 // conformance suite's (tests/conformance/allreduce.hpp); processes that die or live in
 // another PID namespace are test_gloo_peers.cpp's.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +23,8 @@
 #include <gradsync/gradsync.hpp>
 
 #include "adasum_reference.hpp"
+#include "failing_sends.hpp"
+#include "outcome.hpp"
 #include "reference.hpp"
 #include "thrown.hpp"
 
@@ -119,8 +123,8 @@ TEST_CASE("each plan maps its region once per process and gives it back, with no
         b(std::span<float>(x));
         during[std::size_t(comm.rank())] = regions_mapped();
     });
-    for (std::size_t seen : during) // 2 plans, one mapping each for the 4 ranks of this process
-        CHECK(seen == mapped + 2);
+    for (std::size_t seen : during) // 2 plans and the group's position board, one mapping each for the 4 ranks
+        CHECK(seen == mapped + 3);
     CHECK(regions_mapped() == mapped);
     CHECK(open_files() == files);
 }
@@ -171,7 +175,8 @@ TEST_CASE("a peer that fails releases the ranks waiting on its flag", "[shared]"
     CHECK(escaped == "rank 1's own failure");
     for (int r : {0, 2}) {
         INFO("rank " << r);
-        CHECK_THAT(out[std::size_t(r)], StartsWith("aborted_error: ") && Contains("of rank 1: this rank was released"));
+        // Rank 1, and maybe the other rank, released too before it came ("of ranks 0 and 1: ").
+        CHECK_THAT(out[std::size_t(r)], StartsWith("aborted_error: ") && Contains("1: this rank was released"));
     }
 }
 
@@ -199,4 +204,112 @@ TEST_CASE("a call after a peer left one with an error is refused, and no buffer 
     CHECK_THAT(second[0], StartsWith("usage_error: ") && Contains("refused: call 1 failed"));
     // Rank 1's first call finds rank 0 gone from the call it waited in.
     CHECK_THAT(second[1], StartsWith("aborted_error: ") && Contains("the data of rank 0: that rank left the call with an error"));
+}
+
+TEST_CASE("hierarchical: a rank that fails between the node stage's halves is gone before its call returns", "[shared]")
+{
+    // Rank 0 fails its cross-node send on call 2, after its node peer (rank 1) may read and
+    // write its buffer. Its peer must find it gone and end at once with aborted_error, and
+    // write nothing into rank 0's buffer after rank 0's call returned (rank 0 keeps the
+    // buffer and looks again after a while; under ASan a late write would be seen too).
+    constexpr std::size_t count = 65536;
+    gradsync::local_options options;
+    options.deadline = std::chrono::seconds(30); // only a wait that missed the departure lasts this long
+    gradsync::local_group group(4, options);
+    std::atomic<bool> armed{false};
+    std::vector<std::string> out(4);
+    std::string changed;
+    std::latch built(4);
+    const std::string escaped = gradsync_test::run_ranks(group, [&](local_communicator& inner) {
+        gradsync_test::failing_sends<local_communicator> comm(inner, armed);
+        gradsync::reducer<float, gradsync_test::failing_sends<local_communicator>, gradsync::sum, gradsync::hierarchical> reduce(
+            comm, count, gradsync::hierarchical{.ranks_per_node = 2});
+        std::vector<float> first(count, 1.0f);
+        reduce(std::span<float>(first));
+        built.arrive_and_wait();
+        if (comm.rank() == 0)
+            armed = true;
+        std::vector<float> data = ref::int_data<float>(2, comm.rank(), count);
+        if (comm.rank() == 0) {
+            out[0] = thrown([&] { reduce(std::span<float>(data)); });
+            const std::vector<float> returned = data;
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            changed = ref::first_difference(data, returned);
+            throw gradsync::communication_error("rank 0 is done"); // releases the ranks still waiting
+        }
+        out[std::size_t(comm.rank())] = thrown([&] { reduce(std::span<float>(data)); });
+    });
+    CHECK(escaped == "rank 0 is done");
+    INFO("rank 0: " << out[0] << "\nrank 1: " << out[1]);
+    CHECK_THAT(out[0], StartsWith("communication_error: ") && Contains("planted failure"));
+    CHECK_THAT(out[1], StartsWith("aborted_error: ") && Contains("rank 0") && Contains("left the call with an error"));
+    CHECK(changed == "");
+}
+
+TEST_CASE("one deadline bounds a wait on every peer, however they arrive", "[shared]")
+{
+    // Rank 1 comes after 0.6 deadlines and rank 2 after 1.2: each within a deadline of the one
+    // before, but rank 0's wait for both lasts longer than one deadline, which ends it.
+    constexpr auto deadline = std::chrono::milliseconds(1000);
+    gradsync::local_options options;
+    options.deadline = deadline;
+    gradsync::local_group group(3, options);
+    std::vector<std::string> out(3);
+    double waited = 0;
+    group.run([&](local_communicator& comm) {
+        shared_reducer reduce(comm, 64);
+        std::vector<float> x(64, 1.0f);
+        std::this_thread::sleep_for(comm.rank() * deadline * 6 / 10);
+        const auto start = std::chrono::steady_clock::now();
+        out[std::size_t(comm.rank())] = thrown([&] { reduce(std::span<float>(x)); });
+        if (comm.rank() == 0)
+            waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    });
+    INFO(out[0]);
+    CHECK_THAT(out[0], StartsWith("deadline_error: ") && Contains("waiting for the data of rank 2: it did not come within 1"));
+    CHECK(waited >= 1.0);
+}
+
+TEST_CASE("after a call one rank made alone, new reducers count from rank 0's position: calls out of order are still "
+          "named",
+          "[shared]")
+{
+    // Rank 0 makes a call rank 1 never makes (it ends at the deadline), so rank 0 has counted
+    // one call more on the board. The next reducers take rank 0's position when they are
+    // built, so that two of them called out of order are at the same point of the sequence
+    // and named, not left to the deadline.
+    gradsync::local_options options;
+    options.deadline = std::chrono::milliseconds(300);
+    gradsync::local_group group(2, options);
+    std::vector<std::string> alone(2), out(2);
+    std::vector<std::uint64_t> identity(2);
+    group.run([&](local_communicator& comm) {
+        std::vector<float> x(64, 1.0f), y(64, 2.0f);
+        shared_reducer a(comm, 64);
+        if (comm.rank() == 0)
+            alone[0] = thrown([&] { a(std::span<float>(x)); });
+        else
+            std::this_thread::sleep_for(std::chrono::milliseconds(600)); // past rank 0's deadline
+        shared_reducer b(comm, 64), c(comm, 64);
+        if (comm.rank() == 0) {
+            identity[0] = b.identity();
+            identity[1] = c.identity();
+        }
+        out[std::size_t(comm.rank())] = thrown([&] {
+            if (comm.rank() == 0) {
+                b(std::span<float>(x));
+                c(std::span<float>(y));
+            } else {
+                c(std::span<float>(y));
+                b(std::span<float>(x));
+            }
+        });
+    });
+    CHECK_THAT(alone[0], StartsWith("deadline_error: "));
+    for (int r : {0, 1}) {
+        INFO("rank " << r << ": " << out[std::size_t(r)]);
+        CHECK_THAT(out[std::size_t(r)], StartsWith("mismatch_error: ") &&
+                                            Contains("reducer #" + std::to_string(identity[0])) &&
+                                            Contains("reducer #" + std::to_string(identity[1])));
+    }
 }

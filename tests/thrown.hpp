@@ -20,6 +20,8 @@ std::string thrown(F&& f)
         return std::string("aborted_error: ") + e.what();
     } catch (const gradsync::foreign_message_error& e) {
         return std::string("foreign_message_error: ") + e.what();
+    } catch (const gradsync::mismatch_error& e) {
+        return std::string("mismatch_error: ") + e.what();
     } catch (const gradsync::deadline_error& e) {
         return std::string("deadline_error: ") + e.what();
     } catch (const gradsync::communication_error& e) {

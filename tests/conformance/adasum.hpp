@@ -12,8 +12,10 @@
 //    256-byte segments (layers cross segments and straddle the halving cuts) and default
 //    options with layers of 5000 and 70001 elements. A reducer is called twice with different
 //    data; the one-shot allreduce of the first call's data must give the same bits. Per layer,
-//    ||out - ref|| / ||ref|| <= 1e-12 (fp64), 2e-5 (fp32), 8e-3 (fp16), three times that for
-//    the ring's chain (ring, shared_memory); every rank's result is bitwise identical to every
+//    ||out - ref|| / ||ref|| <= 1e-12 (fp64), 2e-5 (fp32), 8e-3 (fp16), 6.4e-2 (bf16), three
+//    times that for the ring's chain (ring, shared_memory), where a layer's reduction passes
+//    near A's jump at a zero partial against ref on either side of it (adasum_reference.hpp,
+//    "Either side of A's jump"); every rank's result is bitwise identical to every
 //    other's, and shared_memory's to ring's; hierarchical's plan says the node size asked for
 //    (0: the communicator's, one node of N ranks on one machine).
 //  - Horovod's scenarios (fp32, fp64, N in {2, 3, 4, 8}, every algorithm): orthogonal
@@ -198,9 +200,11 @@ void check_matrix_case(int n, const variant& v, const layout_case& lc,
     for (std::size_t call = 0; call < widened.size(); ++call) {
         INFO("reducer call " << call + 1 << ", checked against the " << ref::algorithm_name(chosen) << " reference");
         const std::vector<adaref::vec>& g = widened[call];
-        const adaref::vec want = expected(v, chosen, g, layers);
         const std::string identical = H::identical(res.out[call]);
-        CHECK(adaref::first_layer_out_of_tolerance(res.out[call][here], want, layers, tol, g) == "");
+        // Within tolerance of the reference taken on either side of A's jump at a zero
+        // partial (adasum_reference.hpp): which side the rounded reduction lands on is chance.
+        CHECK(adaref::first_layer_out_of_tolerance_either_side(res.out[call][here], g, layers,
+                                                               order_of(v, chosen, n), format_of<T>(), tol) == "");
         CHECK(identical == "");
     }
     if (res.out.size() > widened.size()) {

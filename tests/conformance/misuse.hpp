@@ -6,8 +6,10 @@
 // the ranks that agree, the rank that does not, before any user data is touched; bad layer sizes or pipeline options on
 // one rank are a usage_error on every rank. Every rank ends in the same kind of error. N = 5
 // over local_group (not a power of two: folding is in play), rank 3 the one that disagrees; a
-// launched job: its N, rank min(3, N - 1) (one rank has no one to disagree with). A hang
-// fails by the CTest timeout.
+// launched job: its N, rank min(3, N - 1) (one rank has no one to disagree with). Two reducers
+// through shared memory (shared_memory, automatic) called out of order by one rank (swapped,
+// mirrored, a call skipped) end in a mismatch_error naming both on every rank, with no
+// deadline. A hang fails by the CTest timeout.
 //
 // Rank code records (kind, message, buffer untouched?) per rank; CHECKs run after H::run.
 #pragma once
@@ -364,6 +366,77 @@ TEST_CASE("invalid pipeline options on one rank: usage_error on every rank", "[m
                                                                                options);
             });
             expect_everywhere<H>(res, kind::usage, odd);
+        }
+    });
+}
+
+namespace conformance::misuse_suite {
+
+// How the odd rank gets out of order: it calls b then a where the others call a then b
+// (swapped: the last rank; mirrored: rank 0), or calls b alone (skipped a).
+enum class disorder { swapped, mirrored, skipped };
+
+inline const char* disorder_name(disorder d)
+{
+    return d == disorder::swapped ? "the last rank calls b, a" : d == disorder::mirrored ? "rank 0 calls b, a"
+                                                                                        : "the last rank skips a";
+}
+
+// Two Sum reducers of `count` floats with Algorithm, called out of order by one rank; each
+// rank's outcome and the reducers' identities (the same on every rank).
+template <class H, class Algorithm>
+std::vector<outcome> called_out_of_order(int n, disorder d, std::uint64_t& a_id, std::uint64_t& b_id)
+{
+    const int odd = d == disorder::mirrored ? 0 : n - 1;
+    return run_recorded<H>(n, [&](typename H::comm_type& comm, outcome& o) {
+        using reducer = gradsync::reducer<float, typename H::comm_type, gradsync::sum, Algorithm>;
+        reducer a(comm, count), b(comm, count);
+        if (comm.rank() == H::checked_rank()) { // every rank's are rank 0's
+            a_id = a.identity();
+            b_id = b.identity();
+        }
+        std::vector<float> x = ref::int_data<float>(1, comm.rank(), count), y = x;
+        record(o, false, [&] {
+            if (comm.rank() != odd) {
+                a(std::span<float>(x));
+                b(std::span<float>(y));
+            } else {
+                b(std::span<float>(y));
+                if (d != disorder::skipped)
+                    a(std::span<float>(x));
+            }
+        });
+    });
+}
+
+} // namespace conformance::misuse_suite
+
+TEST_CASE("calls out of order through shared memory: a mismatch_error naming both reducers on every rank, with no "
+          "deadline",
+          "[misuse][order]")
+{
+    // The default path on one host sends no message, so no stamp can name a mix-up; the
+    // position board does (docs/semantics.md, "Call order"). Every rank waits on every peer, so
+    // every rank names it, the one that made the other call too. No deadline is set: a rank
+    // that waited for ever would fail by the test's timeout. No message is sent, so the
+    // communicator stays in step for the cases after this one.
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({2, 3, 5}, [](int n, int) {
+        for (disorder d : {disorder::swapped, disorder::mirrored, disorder::skipped}) {
+            for (bool automatic : {true, false}) {
+                CAPTURE(n, disorder_name(d), automatic);
+                std::uint64_t a = 0, b = 0;
+                const auto res = automatic ? called_out_of_order<H, gradsync::automatic>(n, d, a, b)
+                                           : called_out_of_order<H, gradsync::shared_memory>(n, d, a, b);
+                for (int r : H::checked_ranks(n)) {
+                    const outcome& o = res[std::size_t(r)];
+                    INFO("rank " << r << ": " << kind_name(o.k) << ": " << o.what);
+                    CHECK(kind_name(o.k) == std::string(kind_name(kind::mismatch)));
+                    CHECK_THAT(o.what, Contains("reducer #" + std::to_string(a)) &&
+                                           Contains("reducer #" + std::to_string(b)) && Contains("same order"));
+                }
+            }
         }
     });
 }

@@ -7,8 +7,10 @@
 // is kept where its first gradient lies, in that rank's copy, which nobody else reads there. At
 // link k each rank writes its partial triples [acc.g, acc.acc, g.g] per layer into its
 // exchange area (two, used in turn) and raises a flag; every rank then sums the N triples of
-// each layer in recursive doubling's order (the pairs of folding, then r XOR 1, r XOR 2, ...)
-// and applies the coefficients. Finally each rank writes its finished block into every
+// each layer of its block in recursive doubling's order (the pairs of folding, then r XOR 1,
+// r XOR 2, ...), a rank whose block the layer does not meet adding zero, and applies the
+// coefficients. Only the layers of its own block are written and read: with many small
+// layers the cache lines handed between cores, not the arithmetic, cost the most. Finally each rank writes its finished block into every
 // peer's copy. N+1 flags per call: the data, one per link, the finished blocks.
 //
 // Cost (N ranks, M bytes per rank, L layers; alpha per flag handed between cores, beta per
@@ -65,7 +67,8 @@ public:
         : layout_(layout), mine_(block_of(layout.total(), comm.size(), comm.rank())),
           peers_(comm, "gradsync::shared_memory (" + where(comm) + ")", layout.total() * sizeof(T),
                  2 * 3 * layout.layers() * sizeof(double), options.shared, need),
-          links_(make_links()), sums_(3 * layout.layers()), tree_(std::size_t(folding(comm.size()).pof2))
+          links_(make_links()), met_(layers_met()), sums_(3 * layout.layers()),
+          tree_(std::size_t(folding(comm.size()).pof2))
     {
     }
 
@@ -82,7 +85,7 @@ public:
     // This rank's slot of the region (shared_memory_plan::buffer()).
     std::span<T> buffer() const noexcept { return peers_.own_slot<T>(count()); }
 
-    void run(C& comm, std::span<T> data, int)
+    void run(C& comm, std::span<T> data, int tag)
     {
         const int n = peers_.size();
         if (n == 1 || count() == 0)
@@ -92,16 +95,17 @@ public:
         try {
             const bool copied = peers_.share(own, count(), mine_.begin, mine_.end);
             peers_.raise(base + 1);
-            peers_.wait_all(comm, base + 1, "the data");
+            peers_.wait_all(comm, base + 1, "the data", tag);
             peers_.reading_all([&] {
                 for (int k = 1; k < n; ++k)
-                    link(comm, own, k, base + 1 + std::uint32_t(k));
+                    link(comm, own, k, base + 1 + std::uint32_t(k), tag);
                 for (int q = 1; q < n; ++q)
                     std::memcpy(peers_.copy_of((peers_.rank() + q) % n, own) + mine_.begin, own + mine_.begin,
                                 mine_.size() * sizeof(T));
             });
             peers_.raise(base + steps);
-            peers_.wait_all(comm, base + steps, "the finished block");
+            peers_.wait_all(comm, base + steps, "the finished block", tag);
+            peers_.end_call();
             if (copied)
                 peers_.take_back(own, count(), mine_.begin, mine_.end);
         } catch (...) {
@@ -113,11 +117,12 @@ public:
 private:
     // Link k of every chain on this rank's block: this rank's triples out, everyone's summed,
     // then acc = A(acc, g).
-    void link(C& comm, T* own, int k, std::uint32_t step)
+    void link(C& comm, T* own, int k, std::uint32_t step, int tag)
     {
         const std::size_t area = 3 * layout_.layers() * (step % 2);
         double* const mine = peers_.exchange_area<double>(peers_.rank()) + area;
-        std::fill(mine, mine + 3 * layout_.layers(), 0.0);
+        const layers met = met_[std::size_t(peers_.rank())];
+        std::fill(mine + 3 * met.first, mine + 3 * met.end, 0.0);
         for (const part& p : links_[std::size_t(k - 1)]) {
             const kernels::dot_triple t = kernels::triple<T>(operand(p.a, own, p), operand(p.g, own, p));
             double* s = mine + 3 * p.layer;
@@ -126,7 +131,7 @@ private:
             s[2] += t.bb;
         }
         peers_.raise(step);
-        peers_.wait_all(comm, step, "the triples");
+        peers_.wait_all(comm, step, "the triples", tag);
         sum_triples(area);
         for (const part& p : links_[std::size_t(k - 1)]) {
             const double* s = sums_.data() + 3 * p.layer;
@@ -141,14 +146,20 @@ private:
         return {peers_.copy_of(q, own) + p.begin, p.size};
     }
 
-    // sums_ = every rank's triples at `area`, added as recursive doubling adds them (adasum_ring's
-    // triple sum): virtual rank v < rem holds ranks 2v and 2v+1, the others rank v + rem, then
+    // sums_ of this rank's layers = every rank's triples at `area`, added as recursive doubling
+    // adds them (adasum_ring's triple sum, whose ranks send zeros for the layers their blocks do
+    // not meet): virtual rank v < rem holds ranks 2v and 2v+1, the others rank v + rem, then
     // pairs at distance 1, 2, ... Addition commutes, so the pairwise tree is that order's.
     void sum_triples(std::size_t area) noexcept
     {
         const folding f(peers_.size());
-        for (std::size_t i = 0; i < sums_.size(); ++i) {
-            auto at = [&](int r) { return peers_.exchange_area<const double>(r)[area + i]; };
+        const layers met = met_[std::size_t(peers_.rank())];
+        for (std::size_t i = 3 * met.first; i < 3 * met.end; ++i) {
+            auto at = [&](int r) {
+                const layers theirs = met_[std::size_t(r)];
+                return i >= 3 * theirs.first && i < 3 * theirs.end ? peers_.exchange_area<const double>(r)[area + i]
+                                                                   : 0.0;
+            };
             for (int v = 0; v < f.pof2; ++v)
                 tree_[std::size_t(v)] = v < f.rem ? at(2 * v + 1) + at(2 * v) : at(v + f.rem);
             for (int width = 1; width < f.pof2; width *= 2)
@@ -156,7 +167,27 @@ private:
                     tree_[std::size_t(v)] += tree_[std::size_t(v + width)];
             sums_[i] = tree_[0];
         }
-        kernels::canonicalize_nan(std::span<double>(sums_));
+        kernels::canonicalize_nan(std::span<double>(sums_).subspan(3 * met.first, 3 * (met.end - met.first)));
+    }
+
+    // The layers that meet each rank's block, [first, end) (empty where none does).
+    struct layers {
+        std::size_t first = 0, end = 0;
+    };
+    std::vector<layers> layers_met() const
+    {
+        const int n = peers_.size();
+        std::vector<layers> met(static_cast<std::size_t>(n));
+        for (int r = 0; r < n; ++r) {
+            const block b = block_of(layout_.total(), n, r);
+            layers& m = met[std::size_t(r)];
+            layout_.for_each_part(b.begin, b.end, [&](std::size_t l, std::size_t, std::size_t) {
+                if (m.end == 0)
+                    m.first = l;
+                m.end = l + 1;
+            });
+        }
+        return met;
     }
 
     // Link k's parts: every layer that meets this rank's block, on the intersection.
@@ -179,6 +210,7 @@ private:
     block mine_;
     shared_peers peers_;
     std::vector<std::vector<part>> links_;
+    std::vector<layers> met_;
     std::vector<double> sums_;
     std::vector<double> tree_;
 };

@@ -117,13 +117,10 @@ public:
         const layer_layout whole(layout.total(), {});
         view node = node_view(comm);
         if constexpr (may_share)
-            if (options.algorithm.share_memory) {
-                // No shared_buffer: its slots are the whole group's, the stage's ranks a node's.
-                shared_.emplace(node, whole, plan_options<shared_memory>{{}, options.pipeline}, sharing::if_possible, 1);
-                if (shared_->usable())
-                    return;
-                shared_.reset(); // the node's verdict, the same on all its ranks
-            }
+            // No shared_buffer: its slots are the whole group's, the stage's ranks a node's.
+            if (options.algorithm.share_memory &&
+                build_if_shared(shared_, node, whole, plan_options<shared_memory>{{}, options.pipeline}, 1))
+                return;
         ring_.emplace(node, whole, options_for<ring>(options));
     }
 
@@ -141,13 +138,28 @@ public:
 
     void run(C& comm, typename Memory::template span<T> data, int tag)
     {
+        try {
+            stages(comm, data, tag);
+        } catch (...) {
+            // The node stage's peers may be writing into this rank's data from its
+            // reduce-scatter on: they must know it has gone before its call returns.
+            if constexpr (may_share)
+                if (shared_)
+                    shared_->depart();
+            throw;
+        }
+    }
+
+private:
+    void stages(C& comm, typename Memory::template span<T> data, int tag)
+    {
         const Memory memory = Memory::of(data);
         const std::span<T> d = Memory::elements(data);
         view node = node_view(comm), across = cross_view(comm);
         memory.synchronize(); // the caller's queued work on data ends before the first send
         if constexpr (may_share)
             if (shared_)
-                shared_->reduce_scatter(node, d);
+                shared_->reduce_scatter(node, d, tag);
         if (ring_)
             ring_->reduce_scatter(node, d, tag, memory);
         const std::span<T> mine = block_span(d, owned_);
@@ -163,12 +175,11 @@ public:
         memory.synchronize();
         if constexpr (may_share)
             if (shared_)
-                shared_->allgather(node, d);
+                shared_->allgather(node, d, tag);
         if (ring_)
             ring_->allgather(node, d, tag);
     }
 
-private:
     // The ranks of this rank's node (node = true), or the same local rank of every node.
     std::vector<int> members(const C& comm, bool node) const
     {

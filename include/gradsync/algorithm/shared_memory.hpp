@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -50,6 +51,7 @@ namespace gradsync {
 struct shared_memory {
     static constexpr std::uint32_t code = codes::shared_memory;
     static constexpr const char* name = "shared_memory";
+    static constexpr bool reads_shared_buffer() noexcept { return true; }
 };
 
 // Policy: an elementwise policy; host memory only (the plan table's row).
@@ -89,37 +91,41 @@ public:
     // The block this rank combines (ring_plan::owned() with shift 1).
     block owned() const noexcept { return owned_; }
 
-    void run(C& comm, std::span<T> data, int)
+    void run(C& comm, std::span<T> data, int tag)
     {
         if (idle(data))
             return;
         guarded([&] {
-            publish(comm, data);
+            publish(comm, data, tag);
             peers_.reading_all([&] { combine(data, true); });
-            finish_call(comm, data);
+            finish_call(comm, data, tag);
         });
     }
 
     // The halves of run(), for hierarchical: the owned block combined into data (not
     // finished), then, after whatever the caller does to it, written into every peer's copy.
-    void reduce_scatter(C& comm, std::span<T> data)
+    // Between the two this rank's data is its peers' to write: a caller that fails there must
+    // depart() before it returns.
+    void reduce_scatter(C& comm, std::span<T> data, int tag)
     {
         if (peers_.size() == 1 || count_ == 0)
             return;
         guarded([&] {
-            publish(comm, data);
+            publish(comm, data, tag);
             peers_.reading_all([&] { combine(data, false); });
         });
     }
-    void allgather(C& comm, std::span<T> data)
+    void allgather(C& comm, std::span<T> data, int tag)
     {
         if (peers_.size() == 1 || count_ == 0)
             return;
         guarded([&] {
             peers_.reading_all([&] { hand_out(data, owned_.begin, owned_.size()); });
-            finish_call(comm, data);
+            finish_call(comm, data, tag);
         });
     }
+    // Leaves the call begun by reduce_scatter() with an error (nothing outside a call).
+    void depart() noexcept { peers_.depart(); }
 
 private:
     static constexpr std::size_t tile_bytes = 16384; // the running sum's tile: it stays in L1
@@ -146,21 +152,22 @@ private:
     // The call's first flag, once this rank's data is readable by its peers: its address
     // (threads), or the blocks the peers combine copied into its slot (processes; none when
     // data is the slot); then every peer's.
-    void publish(C& comm, std::span<T> data)
+    void publish(C& comm, std::span<T> data, int tag)
     {
         const std::uint32_t published = 2 * peers_.begin_call() - 1;
         copied_ = peers_.share(data.data(), count_, owned_.begin, owned_.end);
         peers_.raise(published);
-        peers_.wait_all(comm, published, "the data");
+        peers_.wait_all(comm, published, "the data", tag);
     }
 
     // The call's second flag, once the owned block is in every peer's copy; then every peer's,
     // and the finished blocks copied out of the slot.
-    void finish_call(C& comm, std::span<T> data)
+    void finish_call(C& comm, std::span<T> data, int tag)
     {
         const std::uint32_t finished = 2 * peers_.call();
         peers_.raise(finished);
-        peers_.wait_all(comm, finished, "the finished block");
+        peers_.wait_all(comm, finished, "the finished block", tag);
+        peers_.end_call();
         if (copied_)
             peers_.take_back(data.data(), count_, owned_.begin, owned_.end);
     }
@@ -201,5 +208,19 @@ private:
     block owned_;
     bool copied_ = false;
 };
+
+// A selector's shared-memory plan (automatic, tuned, hierarchical's node stage): built with
+// sharing::if_possible and kept only where the ranks share memory, a verdict every rank
+// reaches alike; whether it was kept. `shift` is the plan's own, where it has one.
+template <class Plan, communicator C, class... Shift>
+bool build_if_shared(std::optional<Plan>& plan, C& comm, const layer_layout& layout,
+                     const plan_options<shared_memory>& options, Shift... shift)
+{
+    plan.emplace(comm, layout, options, sharing::if_possible, shift...);
+    if (plan->usable())
+        return true;
+    plan.reset();
+    return false;
+}
 
 } // namespace gradsync

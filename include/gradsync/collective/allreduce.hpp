@@ -33,12 +33,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
 
 #include <gradsync/collective/verify.hpp>
 #include <gradsync/comm/communicator.hpp>
+#include <gradsync/comm/shared/board.hpp>
 #include <gradsync/core/error.hpp>
 #include <gradsync/core/layout.hpp>
 #include <gradsync/core/tags.hpp>
@@ -82,7 +84,7 @@ public:
     agreed_plan(Comm& comm, const signature& mine, std::span<const std::size_t> detail, int tag, const char* who,
                 const char* what, const std::string& about, PlanArgs&&... plan_args)
         : who_(who), what_(what), base_(tag), bits_(tags::stamp_bits(tag_limit(comm))),
-          identity_(verify_agreement(comm, mine, who, detail)), plan_(comm, std::forward<PlanArgs>(plan_args)...),
+          identity_(agree(comm, mine, who, detail)), plan_(comm, std::forward<PlanArgs>(plan_args)...),
           name_(std::string(what) + " #" + std::to_string(identity_) + " (" + about + ")")
     {
     }
@@ -95,7 +97,9 @@ public:
                               " failed, so the ranks may be out of step (abort the job, e.g. MPI_Abort)");
         const std::uint64_t call = ++calls_;
         try {
-            plan_.run(comm, data, tags::stamped(base_, identity_, call, bits_));
+            const int tag = tags::stamped(base_, identity_, call, bits_);
+            const position_scope at(&comm, board_.get(), lane_, comm.rank(), tag);
+            plan_.run(comm, data, tag);
         } catch (...) {
             failed_ = call;
             rethrow_named(comm, call);
@@ -114,6 +118,62 @@ public:
     std::uint64_t calls() const noexcept { return calls_; }
 
 private:
+    // The agreement check, with rank 0's position board and position offered; every other rank
+    // takes the board (the one comm keeps, or opened) and moves its lane to rank 0's position.
+    // The identity.
+    std::uint64_t agree(Comm& comm, signature mine, const char* who, std::span<const std::size_t> detail)
+    {
+        const bool shares = comm.size() > 1 && may_share_memory(comm);
+        if (shares && comm.rank() == 0) {
+            board_ = rank0_board(comm);
+            lane_ = board_ ? board_->claim(0, base_) : nullptr;
+            if (lane_) {
+                mine.board = board_->offered();
+                mine.board_at = lane_->at.load(std::memory_order_relaxed);
+            }
+        }
+        const signature first = verify_agreement(comm, mine, who, detail);
+        if (shares && comm.rank() != 0 && first.board.key != 0) {
+            board_ = opened_board(comm, first.board);
+            lane_ = board_ ? board_->claim(comm.rank(), base_) : nullptr;
+            if (lane_)
+                lane_->at.store(first.board_at, std::memory_order_release);
+        }
+        return first.identity;
+    }
+
+    // Rank 0's board: the one comm keeps, or a new one it then keeps; without a holder, the
+    // one this process's collectives on comm share.
+    static std::shared_ptr<position_board> rank0_board(Comm& comm)
+    {
+        if constexpr (requires { { comm.board() } -> std::same_as<board_holder&>; }) {
+            std::shared_ptr<position_board> board = comm.board().get();
+            if (!board || board->ranks() != comm.size()) {
+                board = position_board::make(comm.size());
+                comm.board().set(board);
+            }
+            return board;
+        } else {
+            return position_board::of(&comm, comm.size());
+        }
+    }
+
+    // Another rank's: the board comm keeps if it is the one offered, else the offered one opened
+    // (and kept).
+    static std::shared_ptr<position_board> opened_board(Comm& comm, const position_board::offer& offered)
+    {
+        if constexpr (requires { { comm.board() } -> std::same_as<board_holder&>; }) {
+            std::shared_ptr<position_board> board = comm.board().get();
+            if (board && board->key() == offered.key)
+                return board;
+            board = position_board::open(offered, comm.size());
+            comm.board().set(board);
+            return board;
+        } else {
+            return position_board::open(offered, comm.size());
+        }
+    }
+
     std::string prefix(const Comm& comm) const { return std::string(who_) + " (" + where(comm) + "): " + name_ + ", "; }
 
     // The error in flight, rethrown as its own kind with this plan's name and call in front.
@@ -166,6 +226,8 @@ private:
     const char* who_;
     const char* what_;
     int base_, bits_;
+    std::shared_ptr<position_board> board_; // where this rank publishes its calls (none: not shared)
+    position_board::lane* lane_ = nullptr;  // this rank's on the base tag
     std::uint64_t identity_;
     plan_type plan_;
     std::string name_;

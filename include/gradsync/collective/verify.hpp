@@ -12,9 +12,12 @@
 // as all saw it) gather the lists themselves in a second ring, so that the error names the
 // first layer (or, for the synchronizer, the first group) that differs and both values.
 //
-// The signature also carries each rank's proposal for the reducer's identity (core/tags.hpp),
-// not compared: every rank takes rank 0's, a number no other reducer built in rank 0's
-// process has, so reducers built in the same order on every rank share one.
+// The signature also carries, not compared, each rank's proposal for the reducer's identity
+// (core/tags.hpp) and rank 0's position board (comm/shared/board.hpp) with rank 0's position
+// there: every rank takes rank 0's identity, a number no other reducer built in rank 0's
+// process has, so reducers built in the same order on every rank share one, and rank 0's
+// board and position, so that the collectives of one communicator publish their calls on one
+// board and count them from one point.
 #pragma once
 
 #include <algorithm>
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include <gradsync/comm/communicator.hpp>
+#include <gradsync/comm/shared/board.hpp>
 #include <gradsync/comm/shared/buffer.hpp>
 #include <gradsync/core/broadcast_element.hpp>
 #include <gradsync/core/error.hpp>
@@ -63,6 +67,8 @@ struct signature {
     std::array<std::array<char, 24>, 3> names{}; // element type, policy, algorithm
     std::uint64_t identity = 0;      // the proposal; rank 0's is taken (not compared)
     std::uint64_t detail_length = 0; // elements of the list the layout fingerprint covers
+    position_board::offer board{};   // rank 0's position board, which every rank uses (not compared)
+    std::uint64_t board_at = 0;      // rank 0's position there on the collective's base tag (not compared)
 
     void name(field f, const char* s) noexcept
     {
@@ -70,6 +76,7 @@ struct signature {
         std::strncpy(dst.data(), s, dst.size() - 1);
     }
 };
+static_assert(sizeof(signature) == 240, "docs/semantics.md gives the signature's size");
 
 // The signature of a reduction of `count` elements in `layout` with element type T, Policy,
 // the plan options and (for Adasum) the triple order of the plan's Memory: what every
@@ -184,11 +191,12 @@ using difference_describer = std::string (*)(std::span<const std::size_t> first,
                                              int other_rank);
 
 // Throws usage_error (a rank's layers do not add up to its buffer, its options are invalid
-// or its root is not a rank) or mismatch_error (ranks disagree) on every rank; returns the reducer's identity
-// (rank 0's proposal) only when all signatures agree. `detail` is the list that mine's
-// layout fingerprint covers (the layer sizes), gathered to name a difference.
+// or its root is not a rank) or mismatch_error (ranks disagree) on every rank; returns rank 0's
+// signature, whose identity and board every rank takes, only when all signatures agree.
+// `detail` is the list that mine's layout fingerprint covers (the layer sizes), gathered to
+// name a difference.
 template <communicator C>
-std::uint64_t verify_agreement(C& comm, const signature& mine, const char* who, std::span<const std::size_t> detail,
+signature verify_agreement(C& comm, const signature& mine, const char* who, std::span<const std::size_t> detail,
                                difference_describer describe = detail::layer_size_difference)
 {
     const int n = comm.size();
@@ -238,7 +246,7 @@ std::uint64_t verify_agreement(C& comm, const signature& mine, const char* who, 
                                  detail::describe(all[std::size_t(k)], field));
         }
     }
-    return all[0].identity;
+    return all[0];
 }
 
 } // namespace gradsync

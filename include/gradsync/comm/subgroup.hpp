@@ -31,6 +31,9 @@ public:
 
     int rank() const noexcept { return rank_; }
     int size() const noexcept { return int(members_.size()); }
+    // The communicator this is a part of, and the rank there of this one's `peer`.
+    const C& parent() const noexcept { return *parent_; }
+    int parent_rank(int peer) const noexcept { return members_[std::size_t(peer)]; }
     std::size_t eager_limit() const { return gradsync::eager_limit(*parent_); }
     int tag_limit() const { return gradsync::tag_limit(*parent_); }
     bool receives_first() const { return gradsync::receives_first(*parent_); }

@@ -42,6 +42,17 @@ struct plan_options {
     const shared_buffer* shared = nullptr;
 };
 
+// Whether plans of `algorithm` may read data kept in a shared_buffer in place (the options'
+// `shared`): the algorithm's answer, reads_shared_buffer(), where it has one; else no.
+template <class Algorithm>
+constexpr bool reads_shared_buffer(const Algorithm& algorithm) noexcept
+{
+    if constexpr (requires { { algorithm.reads_shared_buffer() } -> std::convertible_to<bool>; })
+        return algorithm.reads_shared_buffer();
+    else
+        return false;
+}
+
 // The names a plan gives the contract; plans derive from it.
 template <class Algorithm, class C, class Data>
 struct plan_types {

@@ -39,6 +39,8 @@ struct automatic {
     std::size_t ring_bytes = std::size_t(1) << 20;
     bool share_memory = true; // ranks of one host: shared_memory
 
+    bool reads_shared_buffer() const noexcept { return share_memory; }
+
     // Fingerprint of the rule, which every rank must share (checked by the reducer).
     std::uint64_t parameter() const noexcept
     {
@@ -91,13 +93,10 @@ public:
         : chosen_(options.algorithm.choose(layout.total() * sizeof(T), layout.total(), comm.size()))
     {
         if constexpr (shares)
-            if (options.algorithm.share_memory && comm.size() > 1) {
-                shared_.emplace(comm, layout, options_for(options, shared_memory{}), sharing::if_possible);
-                if (shared_->usable()) {
-                    chosen_ = shared_memory::code;
-                    return;
-                }
-                shared_.reset(); // the region's verdict, the same on every rank: not one host
+            if (options.algorithm.share_memory && comm.size() > 1 &&
+                build_if_shared(shared_, comm, layout, options_for(options, shared_memory{}))) {
+                chosen_ = shared_memory::code;
+                return;
             }
         plan_.emplace(make_candidate<T, C, Policy, Memory>(comm, layout, chosen_, options.pipeline));
     }

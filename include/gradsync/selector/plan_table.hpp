@@ -75,6 +75,30 @@ struct elementwise_and_adasum_row {
     }
 };
 
+template <class T, class C, class Memory>
+using no_adasum_plan = no_plan;
+
+// The row of an algorithm whose plans run in host memory only: Elementwise<T, C, Policy,
+// host_memory> for an elementwise policy, Adasum<T, C, host_memory> for Adasum (none by
+// default).
+template <template <class, class, class, class> class Elementwise,
+          template <class, class, class> class Adasum = no_adasum_plan>
+struct host_memory_row {
+    static constexpr bool exists = true;
+    template <element T, class C, class Policy, class Memory>
+    static auto select()
+    {
+        if constexpr (!std::is_same_v<Memory, host_memory>)
+            return std::type_identity<no_plan>{};
+        else if constexpr (Memory::template combines<Policy>)
+            return std::type_identity<Elementwise<T, C, Policy, Memory>>{};
+        else if constexpr (is_adasum<Policy>)
+            return std::type_identity<Adasum<T, C, Memory>>{};
+        else
+            return std::type_identity<no_plan>{};
+    }
+};
+
 // The row of a broadcast algorithm whose one plan runs in every memory.
 template <template <class, class, class> class Plan>
 struct every_memory_row {
@@ -113,21 +137,7 @@ struct plan_row<hierarchical> {
 };
 
 template <>
-struct plan_row<shared_memory> {
-    static constexpr bool exists = true;
-    template <element T, class C, class Policy, class Memory>
-    static auto select()
-    {
-        if constexpr (!std::is_same_v<Memory, host_memory>)
-            return std::type_identity<no_plan>{};
-        else if constexpr (Memory::template combines<Policy>)
-            return std::type_identity<shared_memory_plan<T, C, Policy>>{};
-        else if constexpr (is_adasum<Policy>)
-            return std::type_identity<adasum_shared_memory_plan<T, C>>{};
-        else
-            return std::type_identity<no_plan>{};
-    }
-};
+struct plan_row<shared_memory> : detail::host_memory_row<shared_memory_plan, adasum_shared_memory_plan> {};
 
 template <>
 struct plan_row<automatic> {
@@ -144,17 +154,7 @@ struct plan_row<automatic> {
 };
 
 template <>
-struct plan_row<tuned> {
-    static constexpr bool exists = true;
-    template <element T, class C, class Policy, class Memory>
-    static auto select()
-    {
-        if constexpr (std::is_same_v<Memory, host_memory> && Memory::template combines<Policy>)
-            return std::type_identity<tuned_plan<T, C, Policy>>{};
-        else
-            return std::type_identity<no_plan>{};
-    }
-};
+struct plan_row<tuned> : detail::host_memory_row<tuned_plan> {};
 
 template <>
 struct broadcast_row<binomial_tree> : detail::every_memory_row<binomial_tree_plan> {};

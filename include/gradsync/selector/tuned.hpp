@@ -30,6 +30,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -52,6 +53,9 @@ struct tuned {
     int rounds = 20;  // calls per candidate while tuning; at least 2
     automatic rule{}; // its choice stays unless another candidate is measurably faster
 
+    // Its shared_memory candidate reads the data where it lies.
+    bool reads_shared_buffer() const noexcept { return rule.reads_shared_buffer(); }
+
     // Fingerprint of rounds and the rule, which every rank must share (checked by the
     // reducer).
     std::uint64_t parameter() const noexcept
@@ -67,8 +71,10 @@ struct tuned_candidate {
 };
 
 // The candidates are automatic's (make_candidate, automatic.hpp).
-template <element T, communicator C, class Policy>
+template <element T, communicator C, class Policy, class Memory = host_memory>
 class tuned_plan : public plan_types<tuned, C, std::span<T>> {
+    static_assert(std::is_same_v<Memory, host_memory>, "gradsync::tuned_plan runs in host memory");
+
     using shared_plan = plan_of<T, C, shared_memory, Policy>;
 
 public:
@@ -86,11 +92,8 @@ public:
     tuned_plan(C& comm, const layer_layout& layout, const plan_options<tuned>& options)
         : count_(layout.total()), rounds_(checked_rounds(options.algorithm.rounds))
     {
-        if (options.algorithm.rule.share_memory && comm.size() > 1) {
-            shared_.emplace(comm, layout, options_for(options, shared_memory{}), sharing::if_possible);
-            if (!shared_->usable())
-                shared_.reset(); // the region's verdict, the same on every rank: not one host
-        }
+        if (options.algorithm.rule.share_memory && comm.size() > 1)
+            build_if_shared(shared_, comm, layout, options_for(options, shared_memory{}));
         candidates_ = shared_ ? most_candidates : message_candidates;
         preferred_ = shared_ ? message_candidates : candidate_of(comm, options.algorithm.rule, count_);
         times_.resize(candidates_ * rounds_);

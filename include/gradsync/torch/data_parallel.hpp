@@ -25,14 +25,15 @@
 #include <gradsync/collective/allreduce.hpp>
 #include <gradsync/collective/verify.hpp>
 #include <gradsync/comm/communicator.hpp>
-#include <gradsync/comm/shared/buffer.hpp>
 #include <gradsync/core/error.hpp>
+#include <gradsync/plan/plan.hpp>
 #include <gradsync/planner/single.hpp>
 #include <gradsync/planner/wfbp.hpp>
 #include <gradsync/runtime/synchronizer.hpp>
 #include <gradsync/torch/agreement.hpp>
 #include <gradsync/torch/buffers.hpp>
 #include <gradsync/torch/element.hpp>
+#include <gradsync/torch/gradient_memory.hpp>
 #include <gradsync/torch/hooks.hpp>
 #include <gradsync/torch/join.hpp>
 #include <gradsync/torch/local_step.hpp>
@@ -40,7 +41,6 @@
 #include <gradsync/torch/options.hpp>
 #include <gradsync/torch/planning.hpp>
 #include <gradsync/torch/state.hpp>
-#include <gradsync/torch/wire.hpp>
 
 namespace gradsync {
 
@@ -68,23 +68,15 @@ public:
             buffers_.add(item.key(), item.value());
         check_tensors();
         agree();
-        std::size_t total = 0;
-        for (const at::Tensor& p : params_.tensors) {
-            offsets_.push_back(total);
-            sizes_.push_back(std::size_t(p.numel()));
-            total += sizes_.back();
-        }
-        make_gradient_memory(total);
-        for (std::size_t l = 0; l < sizes_.size(); ++l)
-            views_.push_back(view_of(flat_, l));
+        gradients_.emplace(comm, params_.tensors, options_.compress, reads_shared_buffer(algorithm_));
         state_.emplace(comm, std::vector<const named_tensors*>{&params_, &frozen_, &buffers_});
         if (options_.broadcast_start)
             state_->copy_from(0);
         buffers_kept_.emplace(comm, options_.buffers, buffers_);
         if (options_.uneven_inputs)
             vote_.emplace(comm);
-        point_grads_at_views();
-        const std::size_t layers = sizes_.size();
+        gradients_->point_at_views(params_.tensors);
+        const std::size_t layers = params_.tensors.size();
         done_.assign(layers, 0);
         passes_.assign(layers, 0);
         hook_calls_.assign(layers, 0);
@@ -92,7 +84,8 @@ public:
         measured_.assign(layers, 0.0);
         next_ = layers;
         if (changes_model()) {
-            change_.emplace(flat_, layers, [this](const at::Tensor& flat, std::size_t l) { return view_of(flat, l); });
+            change_.emplace(gradients_->flat(), layers,
+                            [this](const at::Tensor& flat, std::size_t l) { return gradients_->view_of(flat, l); });
             build(planner::single(profile_of(measured_)));
         } else {
             measuring_ = options_.measure_iterations;
@@ -107,8 +100,8 @@ public:
     // Zeroes every gradient (the flat buffer), pointing any grad that was replaced back at its view.
     void zero_grad()
     {
-        point_grads_at_views();
-        flat_.zero_();
+        gradients_->point_at_views(params_.tensors);
+        gradients_->zero();
     }
 
     // Backward passes inside this scope only accumulate; the next pass outside it reduces the
@@ -166,7 +159,7 @@ public:
                     hand_over(--next_);
             }
             wait();
-            change_->apply(views_, params_.tensors);
+            change_->apply(gradients_->views(), params_.tensors);
             end_iteration(true);
             return;
         }
@@ -182,7 +175,7 @@ public:
         if (++local_steps_ < options_.local_steps)
             return;
         local_steps_ = 0;
-        change_->change_into(views_, params_.tensors);
+        change_->change_into(gradients_->views(), params_.tensors);
         reduce_change();
     }
 
@@ -200,7 +193,7 @@ public:
                               std::to_string(options_.local_steps) + " local steps: finish the combined step first");
         torch::NoGradGuard no_grad;
         for (;;) {
-            flat_.zero_();
+            gradients_->zero();
             if (changes_model()) {
                 change_->keep_start(params_.tensors);
                 if (!reduce_change(false))
@@ -272,8 +265,8 @@ public:
             }
         if (first != state_->none)
             throw mismatch_error(prefix() + "replicas differ after " + std::to_string(iterations_) +
-                                 " iterations: " + state_->name(first) + " differs from rank 0's; ranks that differ: " +
-                                 ranks);
+                                 (iterations_ == 1 ? " iteration: " : " iterations: ") + state_->name(first) +
+                                 " differs from rank 0's; ranks that differ: " + ranks);
     }
 
     // Measures options.measure_iterations iterations again from the next one, then plans.
@@ -302,13 +295,13 @@ public:
     }
     // The profile the current plan came from (zero times until the first plan).
     const planner::profile& profile() const noexcept { return profile_; }
-    std::span<const std::size_t> layer_sizes() const noexcept { return sizes_; }
+    std::span<const std::size_t> layer_sizes() const noexcept { return gradients_->sizes(); }
     const std::vector<std::string>& parameter_names() const noexcept { return params_.names; }
     // The flat buffer every gradient is a view of, in parameters() order.
-    const at::Tensor& gradients() const noexcept { return flat_; }
+    const at::Tensor& gradients() const noexcept { return gradients_->flat(); }
     // Whether the buffer the reducers work on (gradients(), or the compressed copy) lies in
-    // memory the ranks share, reduced there in place with no copy in (shares_memory()).
-    bool gradients_shared() const noexcept { return shared_ && shared_->shared(); }
+    // memory the ranks share, reduced there in place with no copy in (reads_shared_buffer()).
+    bool gradients_shared() const noexcept { return gradients_->shared(); }
     // How many times each parameter's hook fired since construction.
     std::span<const std::uint64_t> hook_calls() const noexcept { return hook_calls_; }
     std::uint64_t iterations() const noexcept { return iterations_; }
@@ -336,13 +329,8 @@ private:
         torch::NoGradGuard no_grad;
         change_->keep_start(l, params_.tensors[l]);
         steps_->step(l);
-        change_->change_into(l, views_[l], params_.tensors[l]);
+        change_->change_into(l, gradients_->views()[l], params_.tensors[l]);
         done_[l] = 1;
-    }
-
-    at::Tensor view_of(const at::Tensor& flat, std::size_t l) const
-    {
-        return flat.narrow(0, std::int64_t(offsets_[l]), std::int64_t(sizes_[l])).view(params_.tensors[l].sizes());
     }
 
     std::string prefix() const { return "gradsync::data_parallel (" + where(*comm_) + "): "; }
@@ -383,33 +371,6 @@ private:
                     throw usage_error(prefix() + list->name(i) + " " + problem);
     }
 
-    // Whether the gradients are to lie in a shared_buffer: the algorithm may reduce through
-    // shared memory (automatic with share_memory, or shared_memory itself).
-    bool shares_memory() const noexcept
-    {
-        if constexpr (std::is_same_v<Algorithm, automatic>)
-            return algorithm_.share_memory;
-        else
-            return std::is_same_v<Algorithm, shared_memory>;
-    }
-
-    // The flat gradient buffer, and the compressed copy the reducers work on where compressed.
-    // Where the algorithm may share memory, the buffer the reducers work on is a
-    // shared_buffer's slot (collective), which the tensor keeps alive.
-    void make_gradient_memory(std::size_t total)
-    {
-        const at::TensorOptions type = at::TensorOptions().dtype(torch_binding::scalar_type_of<T>());
-        const bool compressed = options_.compress != compression::none;
-        if (shares_memory())
-            shared_ = std::make_shared<shared_buffer>(*comm_, total * (compressed ? sizeof(half) : sizeof(T)));
-        if (shared_ && !compressed)
-            flat_ = at::from_blob(
-                shared_->slot(shared_->rank()), {std::int64_t(total)}, [keep = shared_](void*) {}, type);
-        else
-            flat_ = at::zeros({std::int64_t(total)}, type);
-        wire_.emplace(options_.compress, total, shared_ && compressed ? shared_->slot(shared_->rank()) : nullptr);
-    }
-
     // The ranks' tensors and the options that decide which collectives run, against rank 0's.
     void agree()
     {
@@ -419,7 +380,7 @@ private:
                                             std::size_t(options_.buffers),  std::size_t(options_.accumulate),
                                             std::size_t(options_.local_steps), std::size_t(options_.uneven_inputs),
                                             std::size_t(options_.check_every), std::size_t(options_.compress),
-                                            std::size_t(shares_memory())};
+                                            std::size_t(reads_shared_buffer(algorithm_))};
         static constexpr const char* names[] = {
             "data_parallel_options::reduce",      "data_parallel_options::broadcast_start",
             "data_parallel_options::buffers",     "data_parallel_options::accumulate",
@@ -446,7 +407,7 @@ private:
                 hand_over(l);
         }
         wait();
-        change_->apply(views_, params_.tensors);
+        change_->apply(gradients_->views(), params_.tensors);
         return end_iteration(active);
     }
 
@@ -468,7 +429,7 @@ private:
                 build(std::visit(
                     [&]<class W>(const std::unique_ptr<sync_type<W>>&) {
                         return torch_binding::plan_measured<W, Policy>(*comm_, options_, algorithm_, params_.names,
-                                                                       sizes_, measured_, profile_);
+                                                                       gradients_->sizes(), measured_, profile_);
                     },
                     sync_));
         }
@@ -514,25 +475,12 @@ private:
         no_sync_ = on;
     }
 
-    void point_grads_at_views()
-    {
-        for (std::size_t l = 0; l < params_.tensors.size(); ++l) {
-            const at::Tensor& g = params_.tensors[l].grad();
-            if (!g.defined() || g.data_ptr() != views_[l].data_ptr() || !g.is_same_size(views_[l]))
-                params_.tensors[l].mutable_grad() = views_[l];
-        }
-    }
-
     // Parameter l's gradient is accumulated (autograd's thread).
     void ready(std::size_t l)
     {
         std::lock_guard lock(mutex_);
         ++hook_calls_[l];
-        at::Tensor& g = params_.tensors[l].mutable_grad();
-        if (g.data_ptr() != views_[l].data_ptr()) { // autograd replaced the view: keep the flat buffer
-            views_[l].copy_(g);
-            g = views_[l];
-        }
+        gradients_->take_back(l, params_.tensors[l].mutable_grad());
         if (no_sync_)
             return;
         if (++passes_[l] > options_.accumulate)
@@ -557,13 +505,12 @@ private:
     void hand_over(std::size_t l)
     {
         handed_over_at_[l] = clock::now();
-        const std::span<T> layer(torch_binding::elements_of<T>(flat_) + offsets_[l], sizes_[l]);
         std::visit(
             [&]<class W>(std::unique_ptr<sync_type<W>>& s) {
                 if constexpr (std::is_same_v<W, T>)
-                    s->ready(l, layer);
+                    s->ready(l, gradients_->layer(l));
                 else
-                    s->ready(l, wire_->template narrow<W>(layer, offsets_[l]));
+                    s->ready(l, gradients_->template narrow<W>(l));
             },
             sync_);
     }
@@ -575,14 +522,14 @@ private:
             [&]<class W>(std::unique_ptr<sync_type<W>>& s) {
                 s->wait();
                 if constexpr (!std::is_same_v<W, T>)
-                    wire_->template widen<W>(std::span<T>(torch_binding::elements_of<T>(flat_), std::size_t(flat_.numel())));
+                    gradients_->template widen<W>();
             },
             sync_);
     }
 
     planner::profile profile_of(const std::vector<double>& backward) const
     {
-        return torch_binding::profile_of(params_.names, sizes_, backward);
+        return torch_binding::profile_of(params_.names, gradients_->sizes(), backward);
     }
 
     // The old synchronizer stays until the new one is built, so a plan refused on every rank
@@ -590,9 +537,9 @@ private:
     void build(const planner::merge_plan& plan)
     {
         synchronizer_options sync = options_.sync;
-        sync.shared = shared_.get();
+        sync.shared = gradients_->buffer();
         const auto make = [&]<class W>(std::type_identity<W>) {
-            return std::make_unique<sync_type<W>>(*comm_, sizes_, plan, Policy{}, algorithm_, sync);
+            return std::make_unique<sync_type<W>>(*comm_, gradients_->sizes(), plan, Policy{}, algorithm_, sync);
         };
         switch (options_.compress) {
         case compression::none: sync_.template emplace<0>(make(std::type_identity<T>{})); break;
@@ -607,17 +554,13 @@ private:
     named_tensors params_{"parameter", "parameters that require a gradient", {}, {}};
     named_tensors frozen_{"frozen parameter", "parameters that require no gradient", {}, {}};
     named_tensors buffers_{"buffer", "buffers", {}, {}};
-    std::vector<std::size_t> offsets_, sizes_;
-    std::shared_ptr<shared_buffer> shared_; // where the reducers' buffer lies, when it is shared
-    at::Tensor flat_;
-    std::vector<at::Tensor> views_;
+    std::optional<torch_binding::gradient_memory<T>> gradients_;
     std::optional<torch_binding::module_state<Comm>> state_; // parameters and buffers
     std::optional<torch_binding::buffer_keeper<T, Comm>> buffers_kept_;
     std::optional<torch_binding::active_vote<Comm>> vote_;
     std::optional<torch_binding::model_change> change_;
     std::optional<torch_binding::parameter_steps> steps_; // model change overlapped: overlap()
     int local_steps_ = 0; // model change: local steps taken towards the next combined one
-    std::optional<torch_binding::wire_buffer<T>> wire_;
     any_sync sync_;
     planner::profile profile_;
 

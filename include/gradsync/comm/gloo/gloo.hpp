@@ -32,6 +32,7 @@
 #include <gradsync/comm/gloo/detail/eager.hpp>
 #include <gradsync/comm/gloo/detail/sigpipe.hpp>
 #include <gradsync/comm/gloo/detail/watchdog.hpp>
+#include <gradsync/comm/shared/board.hpp>
 #include <gradsync/core/error.hpp>
 #include <gradsync/core/hash.hpp>
 #include <gradsync/core/tags.hpp>
@@ -174,6 +175,9 @@ public:
     // Ends every wait, now and later, with aborted_error (comm/communicator.hpp); any thread.
     void release() noexcept { watchdog_.release(); }
     bool released() const noexcept { return watchdog_.released(); }
+    // Where the collectives built on this communicator keep their position board
+    // (comm/shared/board.hpp).
+    board_holder& board() noexcept { return board_; }
     // The longest a wait may block: gloo_options::deadline, else the context's timeout.
     std::chrono::milliseconds deadline() const
     {
@@ -192,6 +196,11 @@ public:
 
     void wait(request& r)
     {
+        watchdog_.watch({current_call::here(), this, r.peer_, r.tag_});
+        const struct unwatch {
+            detail::gloo_watchdog& w;
+            ~unwatch() { w.watch({}); }
+        } unwatched{watchdog_};
         if (r.eager_.pending)
             return eager_->wait(r.eager_, r.send_, r.bytes_, r.peer_, r.tag_);
         detail::gloo_buffer* b = r.buffer_;
@@ -291,6 +300,10 @@ private:
                                                                     clock::now() - start));
         try {
             return watchdog_.wait(b, peer, send, left);
+        } catch (const foreign_message_error& e) {
+            const std::string why = what() + ", " + e.what();
+            fail(why);
+            throw foreign_message_error(prefix() + "waiting for " + why, e.peer(), e.expected(), e.found());
         } catch (const std::exception& e) {
             const std::string gloo = e.what();
             if (gloo.find("Timed out") != std::string::npos) {
@@ -384,6 +397,7 @@ private:
     detail::gloo_buffer_pool pool_;
     std::string failure_; // the first failure; posts are refused after it
     detail::gloo_watchdog watchdog_; // every wait goes through it; release() too
+    board_holder board_;
     // Last: its destructor, collective, drains the mailboxes while the members above live.
     std::optional<detail::gloo_eager<gloo_communicator>> eager_;
 };

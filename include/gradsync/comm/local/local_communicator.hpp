@@ -31,6 +31,7 @@
 
 #include <gradsync/comm/communicator.hpp>
 #include <gradsync/comm/detail/owned_request.hpp>
+#include <gradsync/comm/shared/board.hpp>
 #include <gradsync/comm/local/detail/mailbox.hpp>
 #include <gradsync/core/error.hpp>
 #include <gradsync/core/tags.hpp>
@@ -95,6 +96,10 @@ public:
             ranks_->aborted.load(std::memory_order_acquire);
     }
 
+    // Where the collectives built on this communicator keep their position board
+    // (comm/shared/board.hpp).
+    board_holder& board() noexcept { return board_; }
+
     // Ends this rank's waits, now and later in this run(), with aborted_error; any thread.
     void release() noexcept
     {
@@ -130,6 +135,9 @@ public:
             sleep(r, deadline, settled);
         if (op->state.load(std::memory_order_acquire) == 0) {
             const bool released = me.released.load(std::memory_order_acquire);
+            // A peer at another call named before the release that may have come of it, so that
+            // every rank waiting on it says why.
+            throw_if_stray(r);
             r.abandon();
             throw aborted_error("gradsync::local_group: " + where(*this) +
                                 (released ? " was released" : " released because another rank failed"));
@@ -177,6 +185,8 @@ private:
                                                     std::to_string(found),
                                                 peer, tag, found);
                 }
+            if (op->state.load(std::memory_order_acquire) == 0)
+                throw_if_stray(r);
             if (deadline.count() && clock::now() - start >= deadline) {
                 const std::string what = describe(*op);
                 r.abandon();
@@ -186,6 +196,22 @@ private:
             }
             lock.lock();
         }
+    }
+
+    // Throws foreign_message_error where the peer of r's operation, still open, is at another
+    // call on the position board (comm/shared/board.hpp).
+    void throw_if_stray(request& r)
+    {
+        const detail::local_op& op = *r.op_;
+        const int found = stray_tag(*this, op.peer, op.tag);
+        if (found < 0 || op.state.load(std::memory_order_acquire) != 0)
+            return;
+        const std::string what = describe(op);
+        const int peer = op.peer, tag = op.tag;
+        r.abandon();
+        throw foreign_message_error("gradsync::local_group: " + where(*this) + ": waiting for " + what + ", rank " +
+                                        std::to_string(peer) + " is at the call with tag " + std::to_string(found),
+                                    peer, tag, found);
     }
 
     // The tag of the peer's oldest unmatched send to this rank if another reducer or call
@@ -326,6 +352,7 @@ private:
     detail::local_ranks* ranks_;
     const local_options* options_;
     int rank_;
+    board_holder board_;
 };
 
 } // namespace gradsync

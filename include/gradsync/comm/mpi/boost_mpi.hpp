@@ -31,6 +31,7 @@
 
 #include <gradsync/comm/communicator.hpp>
 #include <gradsync/comm/detail/owned_request.hpp>
+#include <gradsync/comm/shared/board.hpp>
 #include <gradsync/comm/mpi/detail/polling.hpp>
 #include <gradsync/comm/mpi/mpi.hpp>
 #include <gradsync/core/error.hpp>
@@ -129,6 +130,9 @@ public:
     // Ends every wait, now and later, with aborted_error (comm/communicator.hpp); any thread.
     void release() noexcept { released_.store(true, std::memory_order_relaxed); }
     bool released() const noexcept { return released_.load(std::memory_order_relaxed); }
+    // Where the collectives built on this communicator keep their position board
+    // (comm/shared/board.hpp).
+    board_holder& board() noexcept { return board_; }
     std::chrono::nanoseconds deadline() const noexcept { return options_.deadline; }
     // Ranks per node (hierarchical{.ranks_per_node = 0}); collective.
     int ranks_per_node() const { return mpi_ranks_per_node(MPI_Comm(comm_), "gradsync::boost_mpi_communicator"); }
@@ -156,7 +160,7 @@ public:
                 boost::optional<boost::mpi::status> s;
                 detail::poll_until_done(
                     [&] { return bool(s = part.test()); }, [&] { return r.receive ? foreign_tag(r) : -1; },
-                    {options_.deadline, &released_},
+                    [&] { return stray_tag(*this, r.peer, r.tag); }, {options_.deadline, &released_},
                     [&](detail::wait_end end, int found, std::chrono::nanoseconds waited) {
                         fail(r, end, found, waited);
                     });
@@ -246,6 +250,7 @@ private:
     MPI_Errhandler previous_ = MPI_ERRHANDLER_NULL;
     std::atomic<bool> released_{false};
     std::atomic<bool> broken_{false};
+    board_holder board_;
 };
 
 } // namespace gradsync

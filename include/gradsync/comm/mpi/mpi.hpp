@@ -42,6 +42,7 @@
 
 #include <gradsync/comm/communicator.hpp>
 #include <gradsync/comm/detail/owned_request.hpp>
+#include <gradsync/comm/shared/board.hpp>
 #include <gradsync/comm/mpi/detail/polling.hpp>
 #include <gradsync/core/error.hpp>
 #include <gradsync/core/tags.hpp>
@@ -232,6 +233,9 @@ public:
     // Ends every wait, now and later, with aborted_error (comm/communicator.hpp); any thread.
     void release() noexcept { released_.store(true, std::memory_order_relaxed); }
     bool released() const noexcept { return released_.load(std::memory_order_relaxed); }
+    // Where the collectives built on this communicator keep their position board
+    // (comm/shared/board.hpp).
+    board_holder& board() noexcept { return board_; }
     std::chrono::nanoseconds deadline() const noexcept { return options_.deadline; }
 
     request isend(std::span<const std::byte> data, int peer, int tag)
@@ -264,7 +268,8 @@ public:
                     rc = MPI_Test(&r.part[i], &done, &status);
                     return done || rc != MPI_SUCCESS;
                 },
-                [&] { return r.receive() ? foreign_tag(r) : -1; }, {options_.deadline, &released_},
+                [&] { return r.receive() ? foreign_tag(r) : -1; }, [&] { return stray_tag(*this, r.peer, r.tag); },
+                {options_.deadline, &released_},
                 [&](detail::wait_end end, int found, std::chrono::nanoseconds waited) {
                     fail(r, end, found, waited);
                 });
@@ -361,6 +366,7 @@ private:
     MPI_Datatype gib_ = MPI_DATATYPE_NULL;
     std::atomic<bool> released_{false};
     std::atomic<bool> broken_{false};
+    board_holder board_;
 };
 
 } // namespace gradsync

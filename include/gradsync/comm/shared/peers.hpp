@@ -18,9 +18,14 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
+
+#include <time.h>
 
 #include <gradsync/comm/communicator.hpp>
+#include <gradsync/comm/shared/board.hpp>
 #include <gradsync/comm/shared/buffer.hpp>
 #include <gradsync/comm/shared/progress.hpp>
 #include <gradsync/comm/shared/region.hpp>
@@ -81,7 +86,15 @@ public:
     const std::string& who() const noexcept { return who_; }
     // The number of the call begun last (counting from 1), for errors.
     std::uint32_t call() const noexcept { return calls_; }
-    std::uint32_t begin_call() noexcept { return ++calls_; }
+    // A call begins: from now until end_call() this rank's peers may read and write its data,
+    // so every way out of the call before end_call() must depart().
+    std::uint32_t begin_call() noexcept
+    {
+        open_ = true;
+        return ++calls_;
+    }
+    // After the call's last wait: no peer touches this rank's data again in this call.
+    void end_call() noexcept { open_ = false; }
     // The bytes of this rank's slot, where it copies its data (none for threads or on a
     // shared_buffer).
     std::size_t slot_bytes() const noexcept { return direct_ ? 0 : slot_bytes_; }
@@ -150,19 +163,71 @@ public:
         std::memcpy(data + owned_end, mine + owned_end, (count - owned_end) * sizeof(T));
     }
     void raise(std::uint32_t step) noexcept { lines_[rank_].raise(step); }
-    // This rank leaves a call with an error: peers waiting on it end at once, and none reads
-    // its buffer after this returns.
-    void depart() noexcept { lines_[rank_].depart(); }
-
-    // Waits until every peer has raised `step`, or throws what ended the wait, naming the
-    // peer and `what` it was waited for: deadline_error at comm's deadline, communication_error
-    // when its process has exited, aborted_error when it left with an error or comm was
-    // released.
-    template <communicator C>
-    void wait_all(C& comm, std::uint32_t step, const char* what)
+    // This rank leaves a call with an error, if it is in one: peers waiting on it end at once,
+    // and none reads its buffer after this returns. The plan is then done with (the
+    // collective refuses its later calls).
+    void depart() noexcept
     {
-        for (int k = 1; k < size_; ++k)
-            wait(comm, (rank_ + k) % size_, step, what);
+        if (std::exchange(open_, false))
+            lines_[rank_].depart();
+    }
+
+    // Waits until every peer has raised `step`, within one deadline for them all, or throws
+    // what ended the wait, naming the peer and `what` it was waited for: foreign_message_error
+    // when the peer is at another call (the position board says so: comm/shared/board.hpp;
+    // `tag` is this call's), aborted_error when it left the call with an error or comm was
+    // released, communication_error when its process has exited, deadline_error at comm's
+    // deadline. The peer's position is looked at first, so every rank that waits on a peer
+    // at another call names it, even after that peer has left with its own error.
+    template <communicator C>
+    void wait_all(C& comm, std::uint32_t step, const char* what, int tag)
+    {
+        using clock = std::chrono::steady_clock;
+        for (int spin = 0; spin < 4096; ++spin) {
+            if (first_late(step) < 0)
+                return;
+            if (spin % 64 == 63)
+                std::this_thread::yield();
+            else
+                cpu_relax();
+        }
+        const std::chrono::nanoseconds deadline = wait_deadline(comm);
+        const clock::time_point start = clock::now();
+        const timespec tick{0, 1'000'000};
+        const auto waited = [&](int peer) {
+            return prefix() + "waiting for " + what + " of rank " + std::to_string(peer) + ": ";
+        };
+        for (;;) {
+            const int late = first_late(step);
+            if (late < 0)
+                return;
+            lines_[late].sleep(step, tick);
+            for (int k = 1; k < size_; ++k) {
+                const int peer = (rank_ + k) % size_;
+                if (lines_[peer].reached(step))
+                    continue;
+                if (const int found = stray_tag(comm, peer, tag); found >= 0 && !lines_[peer].reached(step))
+                    throw foreign_message_error(waited(peer) + "rank " + std::to_string(peer) +
+                                                    " is at the call with tag " + std::to_string(found),
+                                                peer, tag, found);
+                if (lines_[peer].departed())
+                    throw aborted_error(waited(peer) + "that rank left the call with an error");
+                if (region_.exited(peer))
+                    throw communication_error(waited(peer) + "its process (pid " +
+                                              std::to_string(region_.pid_of(peer)) + ") has exited");
+            }
+            const bool released = is_released(comm);
+            if (released || (deadline.count() && clock::now() - start >= deadline)) {
+                const auto [ranks, count] = late_ranks(step);
+                if (count == 0)
+                    return; // every peer came meanwhile
+                const std::string waited_all = prefix() + "waiting for " + what + " of " + ranks + ": ";
+                if (released)
+                    throw aborted_error(waited_all + "this rank was released");
+                throw deadline_error(waited_all + (count == 1 ? "it" : "they") + " did not come within " +
+                                     std::to_string(std::chrono::duration<double>(deadline).count()) + " s");
+            }
+        }
     }
 
     // f() while every peer's buffer may be read and written (threads); a peer that has left
@@ -201,25 +266,27 @@ private:
 
     std::string prefix() const { return who_ + ": call " + std::to_string(calls_) + ": "; }
 
-    template <communicator C>
-    void wait(C& comm, int peer, std::uint32_t step, const char* what)
+    // The first peer, after this rank, that has not raised `step`; -1 when none.
+    int first_late(std::uint32_t step) const noexcept
     {
-        const std::chrono::nanoseconds deadline = wait_deadline(comm);
-        const progress_wait ended = wait_for(
-            lines_[peer], step, deadline, [&] { return is_released(comm); }, [&] { return region_.exited(peer); });
-        if (ended == progress_wait::reached)
-            return;
-        const std::string waited = prefix() + "waiting for " + what + " of rank " + std::to_string(peer) + ": ";
-        switch (ended) {
-        case progress_wait::gone: throw aborted_error(waited + "that rank left the call with an error");
-        case progress_wait::released: throw aborted_error(waited + "this rank was released");
-        case progress_wait::exited:
-            throw communication_error(waited + "its process (pid " + std::to_string(region_.pid_of(peer)) +
-                                      ") has exited");
-        default:
-            throw deadline_error(waited + "it did not come within " +
-                                 std::to_string(std::chrono::duration<double>(deadline).count()) + " s");
-        }
+        for (int k = 1; k < size_; ++k)
+            if (!lines_[(rank_ + k) % size_].reached(step))
+                return (rank_ + k) % size_;
+        return -1;
+    }
+
+    // "rank 2", "ranks 0 and 2", "ranks 0, 2 and 5": the peers that have not raised `step`, and
+    // how many.
+    std::pair<std::string, std::size_t> late_ranks(std::uint32_t step) const
+    {
+        std::vector<int> late;
+        for (int peer = 0; peer < size_; ++peer)
+            if (peer != rank_ && !lines_[peer].reached(step))
+                late.push_back(peer);
+        std::string text = late.size() == 1 ? "rank " : "ranks ";
+        for (std::size_t i = 0; i < late.size(); ++i)
+            text += (i == 0 ? "" : i + 1 == late.size() ? " and " : ", ") + std::to_string(late[i]);
+        return {text, late.size()};
     }
 
     int rank_, size_;
@@ -230,6 +297,7 @@ private:
     progress_line* lines_ = nullptr;
     std::byte* slots_ = nullptr;
     bool direct_ = true;
+    bool open_ = false; // between begin_call() and end_call()
     std::uint32_t calls_ = 0;
 };
 

@@ -1,30 +1,30 @@
 // progress_line: one rank's progress through a plan's calls, in a cache line of its own in a
-// shared region (comm/shared/region.hpp), and how a peer waits for it.
+// shared region (comm/shared/region.hpp), and how a peer sleeps on it.
 //
-// The owner raises `step` with a release store; a peer waits until it reaches a value. The
-// fast path is the store and the peer's loads of one cache line: no system call on either
-// side. A waiter spins briefly (yielding now and then, for ranks that outnumber the cores),
-// then sleeps on the line with a futex, counted in `sleepers` so that the owner wakes it
-// (one system call, only when someone sleeps). Asleep, it wakes every millisecond to look at
-// what ends a wait: the peer left the call with an error (`gone`), the peer's process exited,
-// the communicator was released, or the deadline passed. Steps compare modulo 2^32, so a
-// counter may wrap.
+// The owner raises `step` with a store; a peer waits until it reaches a value. The fast path
+// is the store and the peer's loads of one cache line: no system call on either side. A
+// waiter that has spun long enough sleeps on the line with a futex, counted in `sleepers` so
+// that the owner wakes it (one system call, only when someone sleeps); asleep, it wakes every
+// millisecond to look at what else ends a wait (comm/shared/peers.hpp). Steps compare modulo
+// 2^32, so a counter may wrap.
 //
 // A peer reads the owner's memory by address (threads of one process) only between enter()
 // and leave(); an owner that leaves a call with an error first sets `gone` and waits for its
-// readers, so its buffer is never read after it is gone.
+// readers, so its buffer is never read after it is gone. Both sides store one word and then
+// load the other's (a store-buffering pattern): every one of those four accesses is
+// sequentially consistent, which is what makes at least one side see the other's store.
+// raise() and sleep() pair `step` and `sleepers` the same way.
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <climits>
 #include <cstdint>
+#include <ctime>
 #include <thread>
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
 
 namespace gradsync {
 
@@ -50,6 +50,16 @@ struct alignas(128) progress_line { // 128: the adjacent-line prefetcher pairs 6
             ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&step), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
     }
 
+    // Sleeps until the owner raises the line, at most `tick`, unless it reached target already.
+    void sleep(std::uint32_t target, const timespec& tick) noexcept
+    {
+        const std::uint32_t seen = step.load(std::memory_order_seq_cst);
+        sleepers.fetch_add(1, std::memory_order_seq_cst);
+        if (std::int32_t(step.load(std::memory_order_seq_cst) - target) < 0)
+            ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&step), FUTEX_WAIT, seen, &tick, nullptr, 0);
+        sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    }
+
     // Whether this rank may read the owner's memory; false once the owner is gone.
     bool enter() noexcept
     {
@@ -65,9 +75,10 @@ struct alignas(128) progress_line { // 128: the adjacent-line prefetcher pairs 6
     void depart() noexcept
     {
         gone.store(1, std::memory_order_seq_cst);
-        while (readers.load(std::memory_order_acquire) != 0)
+        while (readers.load(std::memory_order_seq_cst) != 0)
             std::this_thread::yield();
     }
+    bool departed() const noexcept { return gone.load(std::memory_order_acquire) != 0; }
 };
 
 inline void cpu_relax() noexcept
@@ -75,48 +86,6 @@ inline void cpu_relax() noexcept
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
-}
-
-// How a wait ended.
-enum class progress_wait { reached, gone, released, exited, deadline };
-
-// Waits until line reaches target, or for what else ends a wait: stop() is true when the
-// communicator was released, exited() when the owner's process has exited. No allocation and,
-// on the fast path, no system call; the caller names the error.
-template <class Stop, class Exited>
-progress_wait wait_for(progress_line& line, std::uint32_t target, std::chrono::nanoseconds deadline, Stop&& stop,
-                       Exited&& exited)
-{
-    using clock = std::chrono::steady_clock;
-    for (int spin = 0; spin < 4096; ++spin) {
-        if (line.reached(target))
-            return progress_wait::reached;
-        if (spin % 64 == 63)
-            std::this_thread::yield();
-        else
-            cpu_relax();
-    }
-    const clock::time_point start = clock::now();
-    while (!line.reached(target)) {
-        const std::uint32_t seen = line.step.load(std::memory_order_seq_cst);
-        line.sleepers.fetch_add(1, std::memory_order_seq_cst);
-        if (std::int32_t(line.step.load(std::memory_order_seq_cst) - target) < 0) {
-            const timespec tick{0, 1'000'000};
-            ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&line.step), FUTEX_WAIT, seen, &tick, nullptr, 0);
-        }
-        line.sleepers.fetch_sub(1, std::memory_order_seq_cst);
-        if (line.reached(target))
-            break;
-        if (line.gone.load(std::memory_order_acquire) != 0)
-            return progress_wait::gone;
-        if (stop())
-            return progress_wait::released;
-        if (exited())
-            return progress_wait::exited;
-        if (deadline.count() && clock::now() - start >= deadline)
-            return progress_wait::deadline;
-    }
-    return progress_wait::reached;
 }
 
 } // namespace gradsync

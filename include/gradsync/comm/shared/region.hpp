@@ -1,71 +1,90 @@
 // shared_region: memory that every rank of a group maps, made through the group's communicator
 // when a plan is built, so that ranks of one host read each other's data where it lies.
 //
-// Rank 0 makes an anonymous file (memfd_create) and writes a random key at its start; every
-// other rank opens it through /proc/PID/fd/N (rank 0's process and descriptor), maps it and
-// checks the key. A rank whose host name is not rank 0's does not try: it is another node (as
-// hierarchical counts nodes), even where one kernel runs both. The file has no name (nothing
-// in /dev/shm) and the kernel frees it when the last rank unmaps it or exits, SIGKILL
-// included, so nothing is ever left behind. Rank 0 closes its descriptor once every rank has
-// answered. A rank that cannot map it (another host or PID namespace, /proc hidden, no
-// memory) says why, and rank 0 tells every rank the verdict, so the region is
-// usable on every rank or on none.
+// Rank 0 makes an anonymous file (file.hpp) and sends every rank its pid, descriptor, key and
+// host name; each maps it (or joins its process's mapping) and answers. A rank whose host
+// name is not rank 0's does not try: it is another node (as hierarchical counts nodes), even
+// where one kernel runs both. Rank 0 closes its descriptor once every rank has answered. A rank
+// that cannot map it (another host or PID namespace, /proc hidden, no memory) says why, and
+// rank 0 tells every rank the verdict, so the region is usable on every rank or on none.
 //
-// Ranks of one process (threads of a local_group) share one mapping, kept until the last of
-// them lets go: the same addresses for all, so they can read each other's buffers by address
-// and a race detector sees their flags as one. For ranks of other processes a region holds a
-// pidfd, so a wait can tell a peer that died from one that is slow.
+// For ranks of other processes a region holds a watch on each peer's process (a pidfd), so a
+// wait can tell a peer that died from one that is slow. The watches are this process's, one
+// per peer process however many regions it has (a trainer's buckets, a backend's cached
+// reducers), so descriptors stay O(peers), not O(regions).
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <cerrno>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <gradsync/comm/communicator.hpp>
+#include <gradsync/comm/shared/file.hpp>
 #include <gradsync/core/error.hpp>
 #include <gradsync/core/tags.hpp>
 
 namespace gradsync {
 
+namespace detail {
+
+// A watch on another process: whether it has exited, through a pidfd where the kernel has
+// them, else by kill(pid, 0).
+class process_watch {
+public:
+    explicit process_watch(int pid) noexcept : pid_(pid), fd_(int(::syscall(SYS_pidfd_open, pid, 0))) {}
+    process_watch(const process_watch&) = delete;
+    process_watch& operator=(const process_watch&) = delete;
+
+    int pid() const noexcept { return pid_; }
+    bool exited() const noexcept
+    {
+        if (fd_.fd >= 0) {
+            pollfd p{fd_.fd, POLLIN, 0};
+            return ::poll(&p, 1, 0) > 0;
+        }
+        return ::kill(pid_, 0) != 0 && errno == ESRCH;
+    }
+
+    // This process's watch on `pid`, shared by every region that has it as a peer. A watch
+    // whose process has exited is not handed out again: the pid may be another process's now.
+    static std::shared_ptr<const process_watch> of(int pid)
+    {
+        static std::mutex lock;
+        static std::vector<std::weak_ptr<const process_watch>> all;
+        std::lock_guard hold(lock);
+        std::erase_if(all, [](const std::weak_ptr<const process_watch>& w) { return w.expired(); });
+        for (const auto& w : all)
+            if (auto live = w.lock(); live && live->pid() == pid && !live->exited())
+                return live;
+        auto made = std::make_shared<const process_watch>(pid);
+        all.push_back(made);
+        return made;
+    }
+
+private:
+    int pid_;
+    descriptor fd_;
+};
+
+} // namespace detail
+
 class shared_region {
 public:
     // The bytes before data(): the key, and room so that data() starts on a page.
     static constexpr std::size_t header_bytes = 4096;
-
-    shared_region() = default;
-    shared_region(shared_region&& o) noexcept { *this = std::move(o); }
-    shared_region& operator=(shared_region&& o) noexcept
-    {
-        if (this != &o) {
-            close_pidfds();
-            mapping_ = std::move(o.mapping_);
-            rank_ = o.rank_;
-            pids_ = std::move(o.pids_);
-            pidfds_ = std::move(o.pidfds_);
-            why_ = std::move(o.why_);
-        }
-        return *this;
-    }
-    ~shared_region() { close_pidfds(); }
 
     // Collective: every rank of comm calls it with the same bytes, right after the agreement
     // check (its messages carry tags::agreement, whose order that check already settled).
@@ -87,12 +106,8 @@ public:
     // Whether rank r's process has exited (never for a rank of this process).
     bool exited(int r) const noexcept
     {
-        const int fd = pidfds_[std::size_t(r)];
-        if (fd >= 0) {
-            pollfd p{fd, POLLIN, 0};
-            return ::poll(&p, 1, 0) > 0;
-        }
-        return !same_process(r) && ::kill(pid_of(r), 0) != 0 && errno == ESRCH;
+        const auto& watch = watches_[std::size_t(r)];
+        return watch && watch->exited();
     }
 
 private:
@@ -100,116 +115,29 @@ private:
         std::uint64_t key;
         std::uint64_t bytes;
         std::int32_t pid;
-        std::int32_t fd;   // -1: rank 0 could not make the file
+        std::int32_t fd;    // -1: rank 0 could not make the file
         std::int32_t error; // errno of that
         std::int32_t pad;
         std::array<char, 256> host; // rank 0's host name
     };
     struct answer {
         std::int32_t pid;
-        std::int32_t error; // 0: mapped and the key matched
-        std::int32_t step;  // which step failed (steps[] below)
+        std::int32_t error; // errno of the failed step
+        detail::open_step step;
         std::int32_t pad;
     };
-    static constexpr const char* steps[] = {"mapped rank 0's shared file", "could not make the shared file",
-                                            "could not open rank 0's shared file through /proc",
-                                            "found rank 0's shared file of another size",
-                                            "could not map rank 0's shared file",
-                                            "found another key in rank 0's shared file (a process of another host?)",
-                                            "has another host name than rank 0"};
 
-    struct mapping {
-        std::byte* base;
-        std::size_t bytes;
-        std::uint64_t key;
-        mapping(void* b, std::size_t n, std::uint64_t k) noexcept : base(static_cast<std::byte*>(b)), bytes(n), key(k) {}
-        mapping(const mapping&) = delete;
-        mapping& operator=(const mapping&) = delete;
-        ~mapping() { ::munmap(base, bytes); }
-    };
-
-    // This process's mappings by key: a rank joins the one another rank of its process made.
-    static std::shared_ptr<mapping> registered(std::uint64_t key, std::shared_ptr<mapping> made = nullptr)
-    {
-        static std::mutex lock;
-        static std::vector<std::weak_ptr<mapping>> all;
-        std::lock_guard hold(lock);
-        std::erase_if(all, [](const std::weak_ptr<mapping>& m) { return m.expired(); });
-        for (const auto& m : all)
-            if (auto live = m.lock(); live && live->key == key)
-                return live;
-        if (made)
-            all.push_back(made);
-        return made;
-    }
-
-    struct descriptor {
-        int fd;
-        explicit descriptor(int f) noexcept : fd(f) {}
-        descriptor(const descriptor&) = delete;
-        descriptor& operator=(const descriptor&) = delete;
-        ~descriptor()
-        {
-            if (fd >= 0)
-                ::close(fd);
-        }
-    };
-
-    void close_pidfds() noexcept
-    {
-        for (int& fd : pidfds_)
-            if (fd >= 0)
-                ::close(std::exchange(fd, -1));
-    }
-
-    // Ranks on hosts of other names share no memory, even where one kernel runs them all
-    // (network and UTS namespaces standing in for hosts): the nodes hierarchical sees.
-    static std::array<char, 256> host_name() noexcept
-    {
-        std::array<char, 256> name{};
-        ::gethostname(name.data(), name.size() - 1);
-        return name;
-    }
-
-    static std::uint64_t fresh_key()
-    {
-        std::random_device device;
-        const auto now = std::uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-        return ((std::uint64_t(device()) << 32) ^ device() ^ now ^ (std::uint64_t(::getpid()) << 17)) | 1;
-    }
-
-    // Maps fd, checks its size and key; 0 or the failed step (errno set).
-    int map(int fd, std::uint64_t bytes, std::uint64_t key)
-    {
-        struct stat st {};
-        if (::fstat(fd, &st) != 0 || std::uint64_t(st.st_size) != bytes) {
-            errno = errno ? errno : EINVAL;
-            return 3;
-        }
-        void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED)
-            return 4;
-        auto m = std::make_shared<mapping>(p, bytes, key);
-        std::uint64_t seen = 0;
-        std::memcpy(&seen, m->base, sizeof seen);
-        if (seen != key) {
-            errno = EINVAL;
-            return 5;
-        }
-        mapping_ = registered(key, std::move(m));
-        return 0;
-    }
-
-    std::shared_ptr<mapping> mapping_;
+    std::shared_ptr<detail::shared_mapping> mapping_;
     int rank_ = 0;
     std::vector<int> pids_;
-    std::vector<int> pidfds_;
+    std::vector<std::shared_ptr<const detail::process_watch>> watches_; // none for this process's ranks
     std::string why_;
 };
 
 template <communicator C>
 shared_region shared_region::join(C& comm, std::size_t bytes)
 {
+    using detail::open_step;
     const int n = comm.size(), me = comm.rank();
     const int tag = tags::agreement;
     shared_region region;
@@ -227,34 +155,25 @@ shared_region shared_region::join(C& comm, std::size_t bytes)
     // verdict: [first failing rank or -1, its step, its errno, pid of every rank]
     std::vector<std::int32_t> verdict(std::size_t(3 + n), 0);
     if (me == 0) {
-        offer o{fresh_key(), total, std::int32_t(::getpid()), -1, 0, 0, host_name()};
-        const descriptor made{int(::syscall(SYS_memfd_create, "gradsync", MFD_CLOEXEC))};
-        const int fd = made.fd;
-        if (fd < 0 || ::ftruncate(fd, off_t(total)) != 0) {
-            o.error = errno;
-        } else {
-            o.fd = fd;
-            void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-            if (p == MAP_FAILED) {
-                o.error = errno;
-                o.fd = -1;
-            } else {
-                auto m = std::make_shared<mapping>(p, total, o.key);
-                std::memcpy(m->base, &o.key, sizeof o.key);
-                region.mapping_ = registered(o.key, std::move(m));
-            }
+        offer o{0, total, std::int32_t(::getpid()), -1, 0, 0, detail::host_name()};
+        detail::made_file made = detail::make_shared_file(total); // its descriptor closes when join returns
+        if (made.mapping) {
+            o.key = made.mapping->key;
+            o.fd = made.fd.fd;
+            region.mapping_ = std::move(made.mapping);
         }
+        o.error = made.error;
         for (int r = 1; r < n; ++r)
             send(o, r);
         std::vector<answer> answers(static_cast<std::size_t>(n));
-        answers[0] = {o.pid, o.fd < 0 ? o.error : 0, o.fd < 0 ? 1 : 0, 0};
+        answers[0] = {o.pid, o.error, o.fd < 0 ? open_step::not_made : open_step::mapped, 0};
         for (int r = 1; r < n; ++r)
             receive(answers[std::size_t(r)], r);
         verdict[0] = -1;
         for (int r = 0; r < n; ++r) {
             const answer& a = answers[std::size_t(r)];
-            if (verdict[0] < 0 && a.step != 0)
-                verdict[0] = r, verdict[1] = a.step, verdict[2] = a.error;
+            if (verdict[0] < 0 && a.step != open_step::mapped)
+                verdict[0] = r, verdict[1] = std::int32_t(a.step), verdict[2] = a.error;
             verdict[std::size_t(3 + r)] = a.pid;
         }
         auto all = std::as_bytes(std::span(verdict));
@@ -265,24 +184,14 @@ shared_region shared_region::join(C& comm, std::size_t bytes)
     } else {
         offer o{};
         receive(o, 0);
-        answer a{std::int32_t(::getpid()), 0, 0, 0};
+        answer a{std::int32_t(::getpid()), 0, open_step::mapped, 0};
         if (o.fd < 0) {
-            a.step = 1;
+            a.step = open_step::not_made;
             a.error = o.error;
-        } else if (host_name() != o.host) {
-            a.step = 6;
-        } else if (!(region.mapping_ = registered(o.key))) { // no rank of this process mapped it yet
-            const std::string path = "/proc/" + std::to_string(o.pid) + "/fd/" + std::to_string(o.fd);
-            errno = 0;
-            const descriptor opened{::open(path.c_str(), O_RDWR | O_CLOEXEC)};
-            if (opened.fd < 0) {
-                a.step = 2;
-                a.error = errno;
-            } else {
-                a.step = region.map(opened.fd, o.bytes, o.key);
-                if (a.step != 0)
-                    a.error = errno;
-            }
+        } else if (detail::host_name() != o.host) {
+            a.step = open_step::other_host;
+        } else {
+            a.step = detail::open_shared_file(o.pid, o.fd, o.bytes, o.key, region.mapping_, a.error);
         }
         send(a, 0);
         auto q = comm.irecv(std::as_writable_bytes(std::span(verdict)), 0, tag);
@@ -292,14 +201,14 @@ shared_region shared_region::join(C& comm, std::size_t bytes)
     region.pids_.assign(verdict.begin() + 3, verdict.end());
     if (verdict[0] >= 0) {
         region.mapping_.reset();
-        region.why_ = "rank " + std::to_string(verdict[0]) + " " + steps[verdict[1]] +
+        region.why_ = "rank " + std::to_string(verdict[0]) + " " + detail::describe(open_step(verdict[1])) +
             (verdict[2] ? std::string(" (") + std::strerror(verdict[2]) + ")" : std::string());
         return region;
     }
-    region.pidfds_.assign(std::size_t(n), -1);
+    region.watches_.resize(std::size_t(n));
     for (int r = 0; r < n; ++r)
         if (!region.same_process(r))
-            region.pidfds_[std::size_t(r)] = int(::syscall(SYS_pidfd_open, region.pids_[std::size_t(r)], 0));
+            region.watches_[std::size_t(r)] = detail::process_watch::of(region.pids_[std::size_t(r)]);
     return region;
 }
 

@@ -39,6 +39,8 @@
 #include <vector>
 
 #include <gradsync/comm/gloo/detail/sigpipe.hpp>
+#include <gradsync/comm/shared/board.hpp>
+#include <gradsync/core/error.hpp>
 
 namespace gradsync::detail {
 
@@ -65,9 +67,26 @@ public:
         thread_.join();
     }
 
+    // The request the waits to come are for, in `call` (a thread's current call, or none) on
+    // the communicator at `comm`: on every tick the thread also looks at where its peer is on
+    // the position board (comm/shared/board.hpp), and ends the wait where the peer is at
+    // another call. Cleared by a default position_watch.
+    struct position_watch {
+        const current_call* call = nullptr;
+        const void* comm = nullptr;
+        int peer = 0;
+        int tag = 0;
+    };
+    void watch(const position_watch& w) noexcept
+    {
+        std::lock_guard lock(mutex_);
+        watch_ = w;
+    }
+
     // Waits for b's send to or receive from `peer`, at most `limit`; false when release()
     // ended it. Gloo's exceptions pass through (its timeout's too), and so does the pair's
-    // error when the watchdog ended the wait.
+    // error when the watchdog ended the wait; a peer at another call is a
+    // foreign_message_error.
     bool wait(gloo::transport::UnboundBuffer& b, int peer, bool send, std::chrono::milliseconds limit)
     {
         {
@@ -79,6 +98,7 @@ public:
             send_ = send;
             aborted_ = false;
             failed_ticks_ = 0;
+            stray_ = -1;
         }
         bool done = false;
         try {
@@ -87,11 +107,15 @@ public:
             forget();
             throw;
         }
-        const auto [aborted, error] = forget();
+        const auto [aborted, error, stray] = forget();
         if (done && aborted)
             clear_abort(b, send);
         if (!done && error)
             std::rethrow_exception(error);
+        if (!done && stray >= 0)
+            throw foreign_message_error("rank " + std::to_string(watch_.peer) + " is at the call with tag " +
+                                            std::to_string(stray),
+                                        watch_.peer, watch_.tag, stray);
         return done;
     }
 
@@ -147,6 +171,11 @@ private:
             wake_.wait_for(lock, tick);
             if (!buffer_ || aborted_)
                 continue;
+            if (const int found = stray_tag_in(watch_.call, watch_.comm, watch_.peer, watch_.tag); found >= 0) {
+                stray_ = found;
+                abort();
+                continue;
+            }
             if (!failed(peers_[std::size_t(peer_)]))
                 failed_ticks_ = 0;
             else if (++failed_ticks_ >= patience)
@@ -179,13 +208,15 @@ private:
     struct ended {
         bool aborted;
         std::exception_ptr error;
+        int stray;
     };
 
     ended forget() noexcept
     {
         std::lock_guard lock(mutex_);
         buffer_ = nullptr;
-        return {aborted_, aborted_ && !released_.load() ? peers_[std::size_t(peer_)].error : nullptr};
+        const bool failed = aborted_ && !released_.load() && stray_ < 0;
+        return {aborted_, failed ? peers_[std::size_t(peer_)].error : nullptr, stray_};
     }
 
     // Clears an abort set on b: a wait returns at once while one is set, and clears it; or
@@ -216,6 +247,8 @@ private:
     bool send_ = false;
     bool aborted_ = false;
     int failed_ticks_ = 0;
+    position_watch watch_;
+    int stray_ = -1; // the tag of the call the peer is at, where that ended the wait
     std::thread thread_; // last: starts once the members above exist
 };
 

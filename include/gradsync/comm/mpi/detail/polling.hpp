@@ -1,8 +1,9 @@
 // How the MPI transports wait: the request is tested until it completes, and every so often
-// the wait also reads the clock (its deadline), whether the communicator was released, and,
-// for a receive, the tag of the peer's next message (a foreign stamp, core/tags.hpp). MPI_Wait
-// spins on the progress engine too, so testing costs a wait nothing it did not pay already;
-// the clock is read once per clock_every tests and the peer probed once per probe_every.
+// the wait also reads the clock (its deadline), whether the communicator was released, for a
+// receive the tag of the peer's next message (a foreign stamp, core/tags.hpp), and where the
+// peer is on the host's position board (comm/shared/board.hpp). MPI_Wait spins on the progress
+// engine too, so testing costs a wait nothing it did not pay already; the clock is read once
+// per clock_every tests and the peer probed once per probe_every.
 #pragma once
 
 #include <atomic>
@@ -15,7 +16,7 @@
 
 namespace gradsync::detail {
 
-enum class wait_end { deadline, released, foreign };
+enum class wait_end { deadline, released, foreign, stray };
 
 struct wait_watch {
     std::chrono::nanoseconds deadline{0}; // zero: none
@@ -23,9 +24,10 @@ struct wait_watch {
 };
 
 // test() -> bool: whether the request completed. probe() -> int: the tag of a foreign message
-// at the head of the peer's queue, or -1. fail(wait_end, found tag, elapsed) must throw.
-template <class Test, class Probe, class Fail>
-void poll_until_done(Test&& test, Probe&& probe, const wait_watch& watch, Fail&& fail)
+// at the head of the peer's queue, or -1. stray() -> int: the tag of the call the peer is at
+// instead of this one (stray_tag), or -1. fail(wait_end, found tag, elapsed) must throw.
+template <class Test, class Probe, class Stray, class Fail>
+void poll_until_done(Test&& test, Probe&& probe, Stray&& stray, const wait_watch& watch, Fail&& fail)
 {
     using clock = std::chrono::steady_clock;
     constexpr unsigned clock_every = 64;
@@ -50,6 +52,11 @@ void poll_until_done(Test&& test, Probe&& probe, const wait_watch& watch, Fail&&
                     return;
                 fail(wait_end::foreign, found, now - start);
             }
+            if (const int found = stray(); found >= 0) {
+                if (test())
+                    return;
+                fail(wait_end::stray, found, now - start);
+            }
             next_probe = now + probe_every;
         }
         if (watch.deadline.count() && now - start >= watch.deadline)
@@ -69,6 +76,10 @@ void poll_until_done(Test&& test, Probe&& probe, const wait_watch& watch, Fail&&
     case wait_end::foreign:
         throw foreign_message_error(who + "waiting for " + what + ", rank " + std::to_string(peer) +
                                         "'s next message has tag " + std::to_string(found),
+                                    peer, tag, found);
+    case wait_end::stray:
+        throw foreign_message_error(who + "waiting for " + what + ", rank " + std::to_string(peer) +
+                                        " is at the call with tag " + std::to_string(found),
                                     peer, tag, found);
     case wait_end::released:
         throw aborted_error(who + what + " was released after " + seconds(waited) + " s");
