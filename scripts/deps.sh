@@ -19,9 +19,14 @@ need_packages() {
 build_packages=(cmake g++ make)
 # data_parallel and its Fashion-MNIST example (scripts/torch_study.sh).
 torch_packages=(libtorch-dev zlib1g-dev dataset-fashion-mnist)
+# The Python package (python/, gradsync.torch) and its tests: Debian's torch for /usr/bin/python3,
+# pybind11, pytest.
+python_packages=(python3-torch python3-pybind11 pybind11-dev python3-pytest)
 # The test tiers: Open MPI and Boost.MPI; MPICH for the cross-check; clang with its runtime for
 # libFuzzer; Thrust (OpenMP back end) for the device kernels on the CPU; libtorch, zlib and
 # Fashion-MNIST for data_parallel and its example, Gloo's headers for the ProcessGroupGloo
-# benchmark; Doxygen for the API reference; iproute2 (ip, tc) for the test cluster's hosts.
+# benchmark and the Python backend; Doxygen for the API reference; iproute2 (ip, tc) for the
+# test cluster's hosts.
 test_packages=("${build_packages[@]}" catch2 libbenchmark-dev openmpi-bin libopenmpi-dev libboost-mpi-dev
-  mpich libmpich-dev clang libclang-rt-14-dev libthrust-dev "${torch_packages[@]}" libgloo-dev doxygen iproute2)
+  mpich libmpich-dev clang libclang-rt-14-dev libthrust-dev "${torch_packages[@]}" libgloo-dev doxygen iproute2
+  "${python_packages[@]}")

@@ -52,8 +52,16 @@ const char* type_name()
         return "bf16";
     else if constexpr (std::is_same_v<T, float>)
         return "fp32";
-    else
+    else if constexpr (std::is_same_v<T, double>)
         return "fp64";
+    else if constexpr (std::is_same_v<T, std::int8_t>)
+        return "int8";
+    else if constexpr (std::is_same_v<T, std::uint8_t>)
+        return "uint8";
+    else if constexpr (std::is_same_v<T, std::int32_t>)
+        return "int32";
+    else
+        return "int64";
 }
 
 // splitmix64: a deterministic hash, so every rank (and the checking thread) can regenerate
@@ -78,12 +86,14 @@ inline int small_int(std::uint64_t seed, int rank, std::size_t i) noexcept
     return int(key(seed, rank, i) % 5) - 2;
 }
 
+// An unsigned type gets [0, 4] instead.
 template <class T>
 std::vector<T> int_data(std::uint64_t seed, int rank, std::size_t count)
 {
     // The five values converted once: fp16 conversions are calls into libgcc, and converting
     // every element took longer than the reductions under test.
-    const T values[5] = {T(-2.0f), T(-1.0f), T(0.0f), T(1.0f), T(2.0f)};
+    const float lowest = std::is_unsigned_v<T> ? 0.0f : -2.0f;
+    const T values[5] = {T(lowest), T(lowest + 1.0f), T(lowest + 2.0f), T(lowest + 3.0f), T(lowest + 4.0f)};
     std::vector<T> v;
     v.reserve(count);
     for (std::size_t i = 0; i < count; ++i)
@@ -224,6 +234,68 @@ auto bits(T x)
     using U = std::conditional_t<sizeof(T) == 2, std::uint16_t,
                                  std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
     return std::bit_cast<U>(x);
+}
+
+// The fields of a floating-point element type's bits.
+template <class T>
+struct ieee;
+template <>
+struct ieee<half> {
+    using bits = std::uint16_t;
+    static constexpr bits sign = 0x8000u, exponent = 0x7c00u, fraction = 0x3ffu;
+};
+template <>
+struct ieee<bfloat16> {
+    using bits = std::uint16_t;
+    static constexpr bits sign = 0x8000u, exponent = 0x7f80u, fraction = 0x7fu;
+};
+template <>
+struct ieee<float> {
+    using bits = std::uint32_t;
+    static constexpr bits sign = 0x80000000u, exponent = 0x7f800000u, fraction = 0x7fffffu;
+};
+template <>
+struct ieee<double> {
+    using bits = std::uint64_t;
+    static constexpr bits sign = 0x8000000000000000u, exponent = 0x7ff0000000000000u, fraction = 0xfffffffffffffu;
+};
+
+template <class T>
+T from_bits(std::uint64_t b)
+{
+    return std::bit_cast<T>(typename ieee<T>::bits(b));
+}
+
+// The default quiet NaN of a floating-point element type (docs/semantics.md, "NaN and Inf").
+template <class T>
+T quiet_nan()
+{
+    if constexpr (std::is_same_v<T, half>)
+        return std::bit_cast<T>(std::uint16_t(0x7e00u));
+    else if constexpr (std::is_same_v<T, bfloat16>)
+        return std::bit_cast<T>(std::uint16_t(0x7fc0u));
+    else if constexpr (std::is_same_v<T, float>)
+        return std::bit_cast<T>(std::uint32_t(0x7fc00000u));
+    else
+        return std::bit_cast<T>(std::uint64_t(0x7ff8000000000000u));
+}
+
+// Minimum (smaller) or Maximum of a and b as docs/semantics.md defines them: the smaller (or
+// larger) operand itself; for floating-point types the default quiet NaN if either is a NaN,
+// and -0 below +0.
+template <class T>
+T extremum(T a, T b, bool smaller)
+{
+    if constexpr (std::is_integral_v<T>) {
+        return (smaller ? b < a : b > a) ? b : a;
+    } else {
+        const double x = double(a), y = double(b);
+        if (std::isnan(x) || std::isnan(y))
+            return quiet_nan<T>();
+        if (x != y)
+            return (x < y) == smaller ? a : b;
+        return std::signbit(x) == smaller ? a : b;
+    }
 }
 
 inline bool same_bits(const void* a, const void* b, std::size_t bytes) noexcept

@@ -18,6 +18,7 @@
 #include <gradsync/gradsync.hpp>
 
 #include "broadcast_data.hpp"
+#include "eager_communicator.hpp"
 #include "outcome.hpp"
 #include "sanitized.hpp"
 
@@ -25,29 +26,12 @@ namespace {
 
 using gradsync::local_communicator;
 using gradsync::local_group;
+using gradsync_test::eager_communicator;
 using gradsync_test::kind;
 using gradsync_test::kind_name;
 using gradsync_test::outcome;
 using gradsync_test::record;
 using Catch::Matchers::Contains;
-
-// A local_communicator whose eager limit is 256 bytes, as if it had a rendezvous protocol:
-// blocks of up to 16 * 256 bytes are then cut into eager pieces.
-class eager_communicator {
-public:
-    using request = local_communicator::request;
-    explicit eager_communicator(local_communicator& inner) : inner_(&inner) {}
-    int rank() const noexcept { return inner_->rank(); }
-    int size() const noexcept { return inner_->size(); }
-    int tag_limit() const noexcept { return inner_->tag_limit(); }
-    std::size_t eager_limit() const noexcept { return 256; }
-    request isend(std::span<const std::byte> d, int peer, int tag) { return inner_->isend(d, peer, tag); }
-    request irecv(std::span<std::byte> d, int peer, int tag) { return inner_->irecv(d, peer, tag); }
-    void wait(request& r) { inner_->wait(r); }
-
-private:
-    local_communicator* inner_;
-};
 
 std::vector<int> roots_of(int n)
 {

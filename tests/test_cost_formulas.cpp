@@ -227,6 +227,16 @@ const std::vector<formula_case> cases{
      [](int n, int, std::size_t, const auto& l, const auto&) { return gp::binomial_tree_cost(l, n); }},
     {"scatter_allgather.hpp", false,
      [](int n, int, std::size_t, const auto& l, const auto&) { return gp::scatter_allgather_cost(l, n); }},
+    {"ring_allgather.hpp", false,
+     [](int n, int, std::size_t, const auto& l, const auto&) { return gp::block_per_peer_cost(l, n); }},
+    {"bruck_allgather.hpp", false,
+     [](int n, int, std::size_t, const auto& l, const auto&) { return gp::bruck_allgather_cost(l, n); }},
+    {"linear_gather.hpp", false,
+     [](int n, int, std::size_t, const auto& l, const auto&) { return gp::block_per_peer_cost(l, n); }},
+    {"linear_scatter.hpp", false,
+     [](int n, int, std::size_t, const auto& l, const auto&) { return gp::block_per_peer_cost(l, n); }},
+    {"pairwise_exchange.hpp", false,
+     [](int n, int, std::size_t, const auto& l, const auto&) { return gp::block_per_peer_cost(l, n); }},
 };
 
 // The first (N, k, L, links, M) at which the formula and the model differ, described, or ""
@@ -316,6 +326,10 @@ TEST_CASE("the new cost models validate their arguments as the others do", "[cos
     CHECK_THROWS_AS(gp::shared_memory_adasum_cost(ok, 0, 1), gradsync::usage_error);
     CHECK_THROWS_AS(gp::shared_memory_adasum_cost(negative, 2, 1), gradsync::usage_error);
     CHECK(gp::shared_memory_adasum_cost(ok, 1, 5).a == 0.0);
+    CHECK_THROWS_AS(gp::block_per_peer_cost(ok, 0), gradsync::usage_error);
+    CHECK_THROWS_AS(gp::bruck_allgather_cost(negative, 2), gradsync::usage_error);
+    CHECK(gp::block_per_peer_cost(ok, 1).a == 0.0);
+    CHECK(gp::bruck_allgather_cost(ok, 1).b == 0.0);
     CHECK(gp::binomial_tree_cost(ok, 1).a == 0.0);
     CHECK(gp::scatter_allgather_cost(ok, 1).b == 0.0);
     CHECK(gp::recursive_doubling_cost(ok, 1).a == 0.0);

@@ -1,5 +1,5 @@
-// The conformance suites (tests/conformance/allreduce.hpp, adasum.hpp, misuse.hpp)
-// and the broadcasts over a real transport, for the launcher's N.
+// The conformance suites (tests/conformance/allreduce.hpp, adasum.hpp, misuse.hpp,
+// movement.hpp, reductions.hpp) and the broadcasts over a real transport, for the launcher's N.
 // Compiled three times: GRADSYNC_TEST_TRANSPORT_MPI (gradsync::mpi_communicator over
 // MPI_COMM_WORLD), GRADSYNC_TEST_TRANSPORT_BOOST_MPI (gradsync::boost_mpi_communicator over
 // boost::mpi::communicator()) and GRADSYNC_TEST_TRANSPORT_GLOO (gradsync::gloo_communicator
@@ -192,6 +192,8 @@ struct harness {
 #include "conformance/adasum.hpp"
 #include "conformance/allreduce.hpp"
 #include "conformance/misuse.hpp"
+#include "conformance/movement.hpp"
+#include "conformance/reductions.hpp"
 
 // tuned over the transport: every call exact, tuning or not (two rounds: 12 tuning calls, the
 // last with the sums of the times on the call's tag), the choice the same on every rank.

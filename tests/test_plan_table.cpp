@@ -1,5 +1,6 @@
 // The plan table and the plan contract: every row gives, for every element type and policy
-// in host memory, the plan the table's comment names, and that plan models reduction_plan;
+// in host memory (the integer types and the policies besides Sum, Average and Adasum among
+// them), the plan the table's comment names, and that plan models reduction_plan;
 // the front doors' concepts accept the library's policies and algorithms and nothing else;
 // and a plan's scratch_bytes() is what its header says it holds (schedule.hpp's blocks,
 // exchange.hpp's segments), worked out here from those rules, not read from the plan.
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -64,6 +66,38 @@ constexpr bool every_row()
         models_the_contract<T, tuned, average>() && every_policy<T, shared_memory>();
 }
 
+// An elementwise policy other than Sum and Average gets every elementwise row's plan, for
+// each element type it reduces.
+template <class T, class Policy>
+constexpr bool every_elementwise_row()
+{
+    using namespace gradsync;
+    using C = local_communicator;
+    static_assert(std::is_same_v<host_plan<T, ring, Policy>, ring_plan<T, C, Policy>>);
+    static_assert(std::is_same_v<host_plan<T, recursive_halving, Policy>, recursive_halving_plan<T, C, Policy>>);
+    static_assert(std::is_same_v<host_plan<T, recursive_doubling, Policy>, recursive_doubling_plan<T, C, Policy>>);
+    static_assert(std::is_same_v<host_plan<T, hierarchical, Policy>, hierarchical_plan<T, C, Policy>>);
+    static_assert(std::is_same_v<host_plan<T, shared_memory, Policy>, shared_memory_plan<T, C, Policy>>);
+    static_assert(std::is_same_v<host_plan<T, automatic, Policy>, automatic_plan<T, C, Policy, host_memory>>);
+    static_assert(std::is_same_v<host_plan<T, tuned, Policy>, tuned_plan<T, C, Policy>>);
+    return models_the_contract<T, ring, Policy>() && models_the_contract<T, recursive_halving, Policy>() &&
+        models_the_contract<T, recursive_doubling, Policy>() && models_the_contract<T, hierarchical, Policy>() &&
+        models_the_contract<T, shared_memory, Policy>() && models_the_contract<T, automatic, Policy>() &&
+        models_the_contract<T, tuned, Policy>();
+}
+
+template <class T>
+constexpr bool every_row_of_the_other_policies()
+{
+    using namespace gradsync;
+    bool all = every_elementwise_row<T, minimum>() && every_elementwise_row<T, maximum>() &&
+        every_elementwise_row<T, product>();
+    if constexpr (std::is_integral_v<T>)
+        all = all && every_elementwise_row<T, sum>() && every_elementwise_row<T, bitwise_and>() &&
+            every_elementwise_row<T, bitwise_or>() && every_elementwise_row<T, bitwise_xor>();
+    return all;
+}
+
 // A policy that is neither elementwise nor Adasum, and a type that is no algorithm.
 struct median_policy {
     static constexpr std::uint32_t code = 99;
@@ -93,12 +127,30 @@ TEST_CASE("every row of the table names its plan, and every plan models reductio
     STATIC_REQUIRE(every_row<double>());
 }
 
+TEST_CASE("the other elementwise policies and the integer types take every elementwise row", "[plan_table]")
+{
+    STATIC_REQUIRE(every_row_of_the_other_policies<gradsync::half>());
+    STATIC_REQUIRE(every_row_of_the_other_policies<gradsync::bfloat16>());
+    STATIC_REQUIRE(every_row_of_the_other_policies<float>());
+    STATIC_REQUIRE(every_row_of_the_other_policies<double>());
+    STATIC_REQUIRE(every_row_of_the_other_policies<std::int8_t>());
+    STATIC_REQUIRE(every_row_of_the_other_policies<std::uint8_t>());
+    STATIC_REQUIRE(every_row_of_the_other_policies<std::int32_t>());
+    STATIC_REQUIRE(every_row_of_the_other_policies<std::int64_t>());
+}
+
 TEST_CASE("the front doors' concepts admit the library's policies and algorithms only", "[plan_table]")
 {
     using namespace gradsync;
     STATIC_REQUIRE(reduction_policy<sum>);
     STATIC_REQUIRE(reduction_policy<average>);
     STATIC_REQUIRE(reduction_policy<adasum>);
+    STATIC_REQUIRE(reduction_policy<minimum>);
+    STATIC_REQUIRE(reduction_policy<maximum>);
+    STATIC_REQUIRE(reduction_policy<product>);
+    STATIC_REQUIRE(reduction_policy<bitwise_and>);
+    STATIC_REQUIRE(reduction_policy<bitwise_or>);
+    STATIC_REQUIRE(reduction_policy<bitwise_xor>);
     STATIC_REQUIRE_FALSE(reduction_policy<ring>);
     STATIC_REQUIRE_FALSE(reduction_policy<median_policy>);
     STATIC_REQUIRE(allreduce_algorithm<ring>);

@@ -6,7 +6,8 @@
 //    in 4 KiB pipeline segments: integer data gives the exact sum, random data the host
 //    path's bits, every rank the same bits;
 //  - ranks that differ in path (staged and direct alternating) still agree for Sum;
-//  - the staged path, asked for, gives the host path's bits for Adasum and hierarchical;
+//  - the staged path, asked for, gives the host path's bits for Adasum and hierarchical, and
+//    for the policies and element types that have no device plan (Maximum, int32);
 //  - misuse: ranks that mix the staged and the direct path for Adasum (refused: the
 //    triples are summed in different orders), ranks that disagree on the count (on both
 //    paths), a buffer of the wrong size.
@@ -16,6 +17,7 @@
 
 #include <thrust/system/omp/execution_policy.h>
 
+#include <cstdint>
 #include <vector>
 
 #include <gradsync/collective/device_reducer.hpp>
@@ -70,6 +72,24 @@ TEST_CASE("device path on host_space: the staged path gives the host bits for Ad
     }
     CHECK(device_cases::staged_case<omp_harness, float, gradsync::sum, gradsync::hierarchical>(
               4, 5000, {}, gradsync::hierarchical{.ranks_per_node = 2}) == "");
+}
+
+TEST_CASE("device path on host_space: the other policies and integer types have no device plan and run staged",
+          "[device][thrust]")
+{
+    using memory = gradsync::space_memory<omp_harness::space_type>;
+    using gradsync::local_communicator;
+    STATIC_REQUIRE(gradsync::has_plan<float, local_communicator, gradsync::ring, gradsync::sum, memory>);
+    STATIC_REQUIRE_FALSE(gradsync::has_plan<float, local_communicator, gradsync::ring, gradsync::minimum, memory>);
+    STATIC_REQUIRE_FALSE(gradsync::has_plan<half, local_communicator, gradsync::automatic, gradsync::product, memory>);
+    STATIC_REQUIRE_FALSE(gradsync::has_plan<std::int32_t, local_communicator, gradsync::ring, gradsync::sum, memory>);
+    STATIC_REQUIRE_FALSE(
+        gradsync::has_plan<std::int64_t, local_communicator, gradsync::hierarchical, gradsync::bitwise_or, memory>);
+    for (int n : {1, 2, 3}) {
+        CHECK(device_cases::staged_case<omp_harness, float, gradsync::maximum, gradsync::ring>(n, 1000, {}) == "");
+        CHECK(device_cases::staged_case<omp_harness, std::int32_t, gradsync::sum, gradsync::recursive_doubling>(
+                  n, 1000, {}) == "");
+    }
 }
 
 TEST_CASE("device path on host_space: misuse ends in a clear error on every rank", "[device][thrust]")

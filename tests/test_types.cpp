@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -238,7 +239,7 @@ TEST_CASE("bfloat16 from float and from double rounds once to nearest even", "[t
     CHECK(bad == 0);
 }
 
-TEST_CASE("element traits: distinct codes, the contract's accumulate types", "[types]")
+TEST_CASE("element traits: distinct codes and names, the contract's accumulate types", "[types]")
 {
     using gradsync::element_traits;
     using gradsync::half;
@@ -246,17 +247,31 @@ TEST_CASE("element traits: distinct codes, the contract's accumulate types", "[t
     STATIC_REQUIRE(gradsync::element<float>);
     STATIC_REQUIRE(gradsync::element<double>);
     STATIC_REQUIRE(gradsync::element<gradsync::bfloat16>);
+    STATIC_REQUIRE(gradsync::element<std::int8_t>);
+    STATIC_REQUIRE(gradsync::element<std::uint8_t>);
+    STATIC_REQUIRE(gradsync::element<std::int32_t>);
+    STATIC_REQUIRE(gradsync::element<std::int64_t>);
     STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<half>, float>);
     STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<gradsync::bfloat16>, float>);
     STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<float>, float>);
     STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<double>, double>);
-    const std::uint32_t codes[] = {element_traits<half>::code, element_traits<gradsync::bfloat16>::code,
-                                   element_traits<float>::code, element_traits<double>::code};
-    for (std::size_t i = 0; i < 4; ++i)
-        for (std::size_t j = i + 1; j < 4; ++j)
+    STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<std::int8_t>, std::int8_t>);
+    STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<std::uint8_t>, std::uint8_t>);
+    STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<std::int32_t>, std::int32_t>);
+    STATIC_REQUIRE(std::is_same_v<gradsync::accumulate_t<std::int64_t>, std::int64_t>);
+    const std::uint32_t codes[] = {element_traits<half>::code,         element_traits<gradsync::bfloat16>::code,
+                                   element_traits<float>::code,        element_traits<double>::code,
+                                   element_traits<std::int8_t>::code,  element_traits<std::uint8_t>::code,
+                                   element_traits<std::int32_t>::code, element_traits<std::int64_t>::code};
+    const std::string names[] = {element_traits<half>::name,         element_traits<gradsync::bfloat16>::name,
+                                 element_traits<float>::name,        element_traits<double>::name,
+                                 element_traits<std::int8_t>::name,  element_traits<std::uint8_t>::name,
+                                 element_traits<std::int32_t>::name, element_traits<std::int64_t>::name};
+    for (std::size_t i = 0; i < std::size(codes); ++i)
+        for (std::size_t j = i + 1; j < std::size(codes); ++j) {
             CHECK(codes[i] != codes[j]);
-    CHECK(std::string(element_traits<half>::name) != element_traits<float>::name);
-    CHECK(std::string(element_traits<float>::name) != element_traits<double>::name);
+            CHECK(names[i] != names[j]);
+        }
 }
 
 // Message tags (core/tags.hpp): the stamp fits the transport's largest tag, keeps the base in the

@@ -1,7 +1,8 @@
 // The misuse conformance suite (docs/semantics.md, "The agreement check" and "Errors"), once
 // for every transport: a driver declares `conformance::harness` (harness.hpp) and includes
-// this file, which registers the TEST_CASEs. Ranks that disagree on count, layout, type,
-// policy, algorithm (automatic's rule and shared memory included) or tag all get a
+// this file, which registers the TEST_CASEs. Ranks that disagree on count, layout, type
+// (int8 and uint8 among them), policy (minimum and maximum among them), algorithm
+// (automatic's rule and shared memory included) or tag all get a
 // gradsync::mismatch_error naming the field (the first differing layer for the sizes) and, on
 // the ranks that agree, the rank that does not, before any user data is touched; bad layer sizes or pipeline options on
 // one rank are a usage_error on every rank. Every rank ends in the same kind of error. N = 5
@@ -28,92 +29,11 @@
 #include "../outcome.hpp"
 #include "../reference.hpp"
 #include "harness.hpp"
+#include "misuse_outcomes.hpp"
 
 namespace conformance::misuse_suite {
 
-using gradsync_test::kind;
-using gradsync_test::kind_name;
-using gradsync_test::outcome;
-using gradsync_test::record;
-using Catch::Matchers::Contains;
-
 constexpr std::size_t count = 1000;
-
-// The rank that disagrees on n ranks.
-inline int odd_rank(int n) { return std::min(3, n - 1); }
-
-template <class T>
-bool unchanged(const std::vector<T>& now, const std::vector<T>& before)
-{
-    return now.size() == before.size() && ref::same_bits(now.data(), before.data(), now.size() * sizeof(T));
-}
-
-// case_body(n, odd) for every N the harness runs of `wanted`, but one rank.
-template <class H, class F>
-void for_each_size(std::vector<int> wanted, F&& case_body)
-{
-    for (int n : H::sizes(std::move(wanted))) {
-        if (n == 1) {
-            SUCCEED("one rank has no one to disagree with");
-            continue;
-        }
-        case_body(n, odd_rank(n));
-    }
-}
-
-// body(comm, outcome&) on every rank of n; what each rank's call ended in. The body records
-// what it throws without rethrowing, so nothing escapes a rank.
-template <class H, class Body>
-std::vector<outcome> run_recorded(int n, Body body)
-{
-    std::vector<outcome> res(static_cast<std::size_t>(n));
-    const std::string escaped =
-        H::run(n, [&](typename H::comm_type& comm) { body(comm, res[std::size_t(comm.rank())]); });
-    CHECK(escaped == "");
-    return res;
-}
-
-// "" when every rank's call ended in the same kind of outcome.
-template <class H>
-std::string same_kind_everywhere(const std::vector<outcome>& res)
-{
-    per_rank<std::uint32_t> kinds(res.size());
-    for (int r : H::checked_ranks(int(res.size())))
-        kinds[std::size_t(r)] = {std::uint32_t(res[std::size_t(r)].k)};
-    return H::identical(kinds);
-}
-
-// Every rank ended in `expected`, its buffer intact, and, on the ranks other than `named`, the
-// message names rank `named` (its own "rank N" prefix would make this trivial on that rank).
-template <class H>
-void expect_everywhere(const std::vector<outcome>& res, kind expected, int named)
-{
-    for (int r : H::checked_ranks(int(res.size()))) {
-        const outcome& o = res[std::size_t(r)];
-        INFO("rank " << r << " of " << res.size() << ": " << kind_name(o.k) << ": " << o.what);
-        CHECK(kind_name(o.k) == std::string(kind_name(expected)));
-        CHECK(o.untouched);
-        if (r != named)
-            CHECK_THAT(o.what, Contains("rank " + std::to_string(named)));
-    }
-    const std::string same = same_kind_everywhere<H>(res);
-    CHECK(same == "");
-}
-
-// The common expectation: a mismatch_error everywhere, naming `field` (one of the given words).
-template <class H>
-void expect_mismatch_everywhere(const std::vector<outcome>& res, int odd, const std::vector<std::string>& field_words)
-{
-    expect_everywhere<H>(res, kind::mismatch, odd);
-    for (int r : H::checked_ranks(int(res.size()))) {
-        const outcome& o = res[std::size_t(r)];
-        bool named = false;
-        for (const std::string& w : field_words)
-            named = named || Contains(w, Catch::CaseSensitive::No).match(o.what);
-        INFO("rank " << r << ": " << o.what);
-        CHECK(named);
-    }
-}
 
 // A reducer of T called once on integer data; whether the buffer is intact is recorded.
 template <class T, class Comm, class Policy, class Algo, class... Args>
@@ -217,6 +137,44 @@ TEST_CASE("ranks that disagree on the policy", "[misuse]")
                 oneshot<gradsync::sum, gradsync::ring>(comm, o, count, {});
         });
         expect_mismatch_everywhere<H>(res, odd, {"policy"});
+    });
+}
+
+TEST_CASE("ranks that disagree on the policy: minimum and maximum of int32", "[misuse]")
+{
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            if (comm.rank() == odd)
+                reduce_once<std::int32_t, H::comm_type, gradsync::maximum, gradsync::ring>(comm, o, count);
+            else
+                reduce_once<std::int32_t, H::comm_type, gradsync::minimum, gradsync::ring>(comm, o, count);
+        });
+        expect_mismatch_everywhere<H>(res, odd, {"policy"});
+        for (int r : H::checked_ranks(n))
+            CHECK_THAT(res[std::size_t(r)].what, Contains("rank 0 has minimum, rank " + std::to_string(odd) +
+                                                          " has maximum"));
+    });
+}
+
+TEST_CASE("ranks that disagree on the element type: int8 and uint8", "[misuse]")
+{
+    // One byte each, so a plan of either moves the same messages: without the check the
+    // ranks would add each other's bytes as numbers of the other type.
+    using namespace conformance::misuse_suite;
+    using H = conformance::harness;
+    for_each_size<H>({5}, [](int n, int odd) {
+        const auto res = run_recorded<H>(n, [&](H::comm_type& comm, outcome& o) {
+            if (comm.rank() == odd)
+                reduce_once<std::uint8_t, H::comm_type, gradsync::sum, gradsync::recursive_doubling>(comm, o, count);
+            else
+                reduce_once<std::int8_t, H::comm_type, gradsync::sum, gradsync::recursive_doubling>(comm, o, count);
+        });
+        expect_mismatch_everywhere<H>(res, odd, {"element type"});
+        for (int r : H::checked_ranks(n))
+            CHECK_THAT(res[std::size_t(r)].what, Contains("rank 0 has int8, rank " + std::to_string(odd) +
+                                                          " has uint8"));
     });
 }
 

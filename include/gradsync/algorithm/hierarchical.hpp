@@ -7,7 +7,8 @@
 //   2. allreduce of that block across the nodes, among the local ranks i of every node
 //      (recursive halving with folding);
 //   3. allgather inside each node (shared memory or the ring, as in 1).
-// Sum and Average: the global Sum or Average (Average scales the block by 1/N after step 2).
+// Elementwise policies: the global reduction, every stage combining as the policy does
+// (Average as Sum does, then scaling the block by 1/N after step 2).
 // Adasum: the node vector is the average (default) or the sum of its k gradients, and step 2
 // is the Adasum tree over node vectors (adasum_recursive_halving on the block, with each
 // step's triples also summed over the node's k blocks, so coefficients are those of the
@@ -92,8 +93,11 @@ int resolve_ranks_per_node(C& comm, int requested)
 template <element T, communicator C, class Policy, class Memory = host_memory>
 class hierarchical_plan : public plan_types<hierarchical, C, typename Memory::template span<T>> {
     using view = subgroup<C>;
+    // What the stages combine with: the policy's combine, its finish left to the end (Average's
+    // 1/N is applied once); Adasum's node stage sums (node_combine scales it).
+    using stage_policy = std::conditional_t<is_adasum<Policy> || std::is_same_v<Policy, average>, sum, Policy>;
     using cross_plan = std::conditional_t<is_adasum<Policy>, adasum_halving<T, view, Memory>,
-                                          recursive_halving_plan<T, view, sum, Memory>>;
+                                          recursive_halving_plan<T, view, stage_policy, Memory>>;
     // Adasum's node-wide sums of each step's triples; nothing for the other policies.
     struct no_triples {
         std::size_t scratch_bytes() const noexcept { return 0; }
@@ -102,8 +106,8 @@ class hierarchical_plan : public plan_types<hierarchical, C, typename Memory::te
         std::conditional_t<is_adasum<Policy>, recursive_doubling_plan<double, view, sum, Memory>, no_triples>;
     // The node stage through shared memory, in host memory; nothing in a memory space.
     struct no_shared_stage {};
-    using shared_stage = std::conditional_t<std::is_same_v<Memory, host_memory>, shared_memory_plan<T, view, sum>,
-                                            no_shared_stage>;
+    using shared_stage = std::conditional_t<std::is_same_v<Memory, host_memory>,
+                                            shared_memory_plan<T, view, stage_policy>, no_shared_stage>;
     static constexpr bool may_share = !std::is_same_v<shared_stage, no_shared_stage>;
 
 public:
@@ -224,7 +228,7 @@ private:
     std::vector<int> node_, cross_;
     block owned_; // the node stage's: block (local rank + 1) mod k, as the ring's
     std::optional<shared_stage> shared_;
-    std::optional<ring_plan<T, view, sum, Memory>> ring_;
+    std::optional<ring_plan<T, view, stage_policy, Memory>> ring_;
     cross_plan inter_;
     triple_plan node_triples_;
 };

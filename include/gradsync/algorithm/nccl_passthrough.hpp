@@ -90,15 +90,17 @@ private:
     std::size_t count_;
 };
 
-// Its row of the table (selector/plan_table.hpp), here because it needs NCCL: every policy in a
-// memory space (the plan refuses Adasum, other communicators and spaces by name).
+// Its row of the table (selector/plan_table.hpp), here because it needs NCCL: the policies a
+// memory space combines, for its element types, and Adasum (the plan refuses Adasum, other
+// communicators and spaces by name).
 template <>
 struct plan_row<nccl_passthrough> {
     static constexpr bool exists = true;
     template <element T, class C, class Policy, class Memory>
     static auto select()
     {
-        if constexpr (requires { typename Memory::space_type; })
+        if constexpr (requires { typename Memory::space_type; } &&
+                      (Memory::template combines<Policy, T> || is_adasum<Policy>))
             return std::type_identity<nccl_passthrough_plan<T, C, Policy, typename Memory::space_type>>{};
         else
             return std::type_identity<no_plan>{};

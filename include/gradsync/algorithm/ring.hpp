@@ -72,10 +72,8 @@ public:
 
     void allgather(C& comm, std::span<T> data, int tag)
     {
-        const int n = size_, right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
-        for (int s = 0; s + 1 < n; ++s)
-            exchange<T>(comm, tag, right, block_span(data, block_at(rank_ + 1 - s)), left,
-                        block_span(data, block_at(rank_ - s)), plain_, requests_);
+        allgather_around_ring<T>(comm, tag, data, rank_ + 1, [this](int b) { return block_at(b); }, plain_,
+                                 requests_);
     }
 
 private:

@@ -66,10 +66,8 @@ public:
         Memory::of(data).synchronize();
         const std::span<T> d = Memory::elements(data);
         send_down<T>(comm, tag, d, parent_, mine_, children_, cut_, requests_);
-        const int n = size_, v = relative(rank_), right = (rank_ + 1) % n, left = (rank_ + n - 1) % n;
-        for (int s = 0; s + 1 < n; ++s)
-            exchange<T>(comm, tag, right, block_span(d, blocks(v - s, v - s + 1)), left,
-                        block_span(d, blocks(v - s - 1, v - s)), cut_, requests_);
+        allgather_around_ring<T>(comm, tag, d, relative(rank_), [this](int j) { return blocks(j, j + 1); }, cut_,
+                                 requests_);
     }
 
 private:

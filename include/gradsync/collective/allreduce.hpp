@@ -73,8 +73,9 @@ namespace detail {
 
 // A plan built once every rank has agreed on its signature, the size check of every call,
 // the call's stamped tag and the naming of its errors: what every collective shares (the
-// reducers, the broadcasters). `who` names the collective in messages, `what` its object
-// ("reducer"), `about` what it was planned for; the plan is built from (comm, plan_args...).
+// reducers, the broadcasters, and the allgatherers, gatherers, scatterers and exchangers).
+// `who` names the collective in messages, `what` its object ("reducer"), `about` what it
+// was planned for; the plan is built from (comm, plan_args...).
 template <communicator Comm, class Plan>
 class agreed_plan {
 public:
@@ -199,8 +200,8 @@ private:
         }
     }
 
-    // What the stamp of a peer's message says: another reducer's or broadcaster's (the identity
-    // nearest this one with those low bits), or another call of this one.
+    // What the stamp of a peer's message says: another collective's (the identity nearest this
+    // one with those low bits), or another call of this one.
     std::string foreign(const foreign_message_error& e, std::uint64_t call) const
     {
         const tags::stamp theirs = tags::stamp_of(e.found(), bits_);
@@ -210,11 +211,12 @@ private:
         const std::uint64_t up = (theirs.identity - tags::low_bits(identity_, id_bits)) & (ids - 1);
         if (up != 0) {
             const std::uint64_t other = up <= ids / 2 ? identity_ + up : identity_ - (ids - up);
-            // Reducers and broadcasters draw identities from one count, so the number is either's.
+            // Every collective draws its identity from one count, so the number may be any kind's.
             const std::string id = std::to_string(other);
-            return "which belongs to reducer #" + id + " or broadcaster #" + id + ", not to this " + what_ + ": " +
-                peer + " called another where this rank called this one; every rank must call its reducers and "
-                "broadcasters in the same order";
+            return "which belongs to reducer #" + id + ", broadcaster #" + id + ", allgatherer #" + id +
+                ", gatherer #" + id + ", scatterer #" + id + " or exchanger #" + id + ", not to this " + what_ +
+                ": " + peer + " called another where this rank called this one; every rank must call its "
+                "collectives in the same order";
         }
         const std::uint64_t ahead = tags::low_bits(theirs.call - call, std::min(bits_, tags::call_bits));
         const std::string where_it_is = ahead == 1 ? "one call ahead of" : ahead == 2 ? "two calls away from" : "one call behind";

@@ -18,8 +18,8 @@
 // The plan comes from the table (selector/plan_table.hpp) for (Algorithm, Memory): host memory by
 // default, space_memory<Space> for a device_span (collective/device_broadcaster.hpp).
 //
-// Call order: as for reducers, with which broadcasters share their identities and their
-// default tag: every rank must call its reducers and broadcasters in the same order, each
+// Call order: as for reducers, with which broadcasters (and the other collectives) share their
+// identities and their default tag: every rank must call its collectives in the same order, each
 // call's messages carry the broadcaster's identity and call number (core/tags.hpp), a call out of
 // order ends in a mismatch_error where the transport sees it, and a call that fails makes
 // the broadcaster refuse every later call with a usage_error.

@@ -1,8 +1,8 @@
-// Cross-rank agreement, checked when a reducer or broadcaster is planned and before any user
-// data moves.
+// Cross-rank agreement, checked when a collective (a reducer, a broadcaster, an allgatherer,
+// ...) is planned and before any user data moves.
 //
 // Every rank describes its call in a fixed-size signature (element type, policy, algorithm
-// and its parameters, count, root, layer layout, message cutting) and the signatures are
+// and its parameters, count, block size, root, layer layout, message cutting) and the signatures are
 // allgathered around a ring (N-1 rounds of one small message; done once per plan). Every
 // rank then sees every signature and throws the same error, naming the ranks and values,
 // so disagreement ends in an exception everywhere instead of a hang or corrupted data.
@@ -52,6 +52,7 @@ struct signature {
         algorithm_parameter,
         triple_order,
         count,
+        block,
         root,
         layer_sum,
         layers,
@@ -76,7 +77,7 @@ struct signature {
         std::strncpy(dst.data(), s, dst.size() - 1);
     }
 };
-static_assert(sizeof(signature) == 240, "docs/semantics.md gives the signature's size");
+static_assert(sizeof(signature) == 248, "docs/semantics.md gives the signature's size");
 
 // The signature of a reduction of `count` elements in `layout` with element type T, Policy,
 // the plan options and (for Adasum) the triple order of the plan's Memory: what every
@@ -91,7 +92,8 @@ inline std::uint64_t next_identity() noexcept
 }
 
 // A broadcast passes Policy = void (it has none, named "none") and its root; a reduction's
-// root is 0.
+// root is 0. The block size is 0 here: the data-movement collectives set it
+// (collective/movement.hpp).
 template <broadcast_element T, class Policy, class Memory = host_memory, communicator C, class Algorithm>
 signature call_signature(const C& comm, std::size_t count, const layer_layout& layout,
                          const plan_options<Algorithm>& options, int tag, int root = 0)
@@ -144,7 +146,7 @@ inline const char* field_title(signature::field f)
 {
     static constexpr std::array<const char*, signature::field_count> titles{
         "the element type", "the policy", "the algorithm", "the algorithm's parameter", "the Adasum triple order",
-        "the element count", "the root", "the sum of the layer sizes", "the number of layers", "the layer sizes",
+        "the element count", "the block size in bytes", "the root", "the sum of the layer sizes", "the number of layers", "the layer sizes",
         "the pipeline segment size", "the pipeline window", "the eager message limit", "the message tag",
         "the shared buffer (its key; 0: none)"};
     return titles[f];

@@ -1,7 +1,8 @@
 // Element types and their traits: which type accumulates them and how they are identified
 // across ranks. fp16 is IEEE binary16: the compiler's _Float16 where it has one (not under
 // nvcc), otherwise a storage type with exact round-to-nearest-even conversions. bf16 is
-// gradsync::bfloat16, a storage type with the same rules.
+// gradsync::bfloat16, a storage type with the same rules. The integers int8, uint8, int32
+// and int64 accumulate in themselves; the kernels compute with them modulo 2^bits.
 #pragma once
 
 #include <bit>
@@ -9,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace gradsync {
 
@@ -138,18 +140,29 @@ namespace detail {
 
 // An element type's code, which the agreement check compares between ranks: the format
 // family in the high 16 bits, the size in bytes in the low 16 (fp16 and bf16 share a size,
-// not a family).
+// not a family; so do int8 and uint8).
 enum class element_family : std::uint32_t {
     binary16 = 1,    // IEEE binary16
     binary32_64 = 2, // IEEE binary32 and binary64: float, double
     bfloat16 = 3,
     raw = 4, // std::byte: moved, never computed with
+    signed_integer = 5,
+    unsigned_integer = 6,
 };
 
 constexpr std::uint32_t element_code(element_family family, std::uint32_t bytes) noexcept
 {
     return (std::uint32_t(family) << 16) | bytes;
 }
+
+// An integer accumulates in itself: its sums and products wrap modulo 2^bits
+// (kernels/host_elementwise.hpp), as torch.distributed's Gloo leaves them.
+template <class T>
+struct integer_traits {
+    using accumulate = T;
+    static constexpr std::uint32_t code = element_code(
+        std::is_signed_v<T> ? element_family::signed_integer : element_family::unsigned_integer, sizeof(T));
+};
 
 } // namespace detail
 
@@ -179,6 +192,26 @@ struct element_traits<double> {
     using accumulate = double;
     static constexpr std::uint32_t code = detail::element_code(detail::element_family::binary32_64, 8);
     static constexpr const char* name = "fp64";
+};
+
+template <>
+struct element_traits<std::int8_t> : detail::integer_traits<std::int8_t> {
+    static constexpr const char* name = "int8";
+};
+
+template <>
+struct element_traits<std::uint8_t> : detail::integer_traits<std::uint8_t> {
+    static constexpr const char* name = "uint8";
+};
+
+template <>
+struct element_traits<std::int32_t> : detail::integer_traits<std::int32_t> {
+    static constexpr const char* name = "int32";
+};
+
+template <>
+struct element_traits<std::int64_t> : detail::integer_traits<std::int64_t> {
+    static constexpr const char* name = "int64";
 };
 
 // Raw bytes, which a broadcast moves (packed tensors of mixed types): a code and a name for

@@ -6,7 +6,8 @@
 //   M::of(s), M::elements(s)       the memory s lives in, and its elements as a std::span
 //   M::buffer<T>                   owning scratch: buffer<T>(n), .data(), .size()
 //   M::host_buffer<T>              host memory M copies to fastest (the same interface)
-//   M::combines<Policy>            whether its kernels combine Policy (the table's test)
+//   M::combines<Policy, T>         whether its kernels combine Policy for elements T (the
+//                                  table's test)
 //   M::synchronous                 true when a combine has finished once it returns; false
 //                                  when it is queued and only synchronize() waits for it
 //   m.combine<Policy>(acc, in)     Policy's acc = acc + in
@@ -57,7 +58,7 @@ struct host_memory {
     using buffer = std::vector<T>;
     template <class T>
     using host_buffer = std::vector<T>;
-    template <class Policy>
+    template <class Policy, class T>
     static constexpr bool combines = elementwise_policy<Policy>;
     static constexpr bool synchronous = true;
     static constexpr std::uint32_t triple_order = triple_order_host;

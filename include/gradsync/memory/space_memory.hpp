@@ -9,6 +9,7 @@
 // nothing of a call is copied to the host.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -35,8 +36,10 @@ struct space_memory {
     using buffer = typename Space::template buffer<T>;
     template <class T>
     using host_buffer = typename Space::template host_buffer<T>;
-    template <class Policy>
-    static constexpr bool combines = device_elementwise<Policy>;
+    // The Thrust kernels combine Sum and Average of floating-point elements: integers
+    // reduce in host memory (a device_reducer's staged path).
+    template <class Policy, class T>
+    static constexpr bool combines = device_elementwise<Policy> && !std::integral<T>;
     static constexpr bool synchronous = false;
     static constexpr std::uint32_t triple_order = triple_order_thrust;
 

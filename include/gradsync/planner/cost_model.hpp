@@ -1,4 +1,5 @@
-// The planner's cost of one allreduce (or broadcast) of M bytes: T(M) = a + b*M for M > 0, T(0) = 0, with
+// The planner's cost of one allreduce (or broadcast, allgather, gather, scatter or all-to-all)
+// of M bytes: T(M) = a + b*M for M > 0, T(0) = 0, with
 // a (seconds) and b (seconds per byte) derived from link parameters per algorithm, or fitted
 // by least squares to measured (bytes, seconds) samples.
 //
@@ -195,6 +196,25 @@ inline linear_cost scatter_allgather_cost(const link_parameters& link, int ranks
     detail::check_ranks(ranks, "gradsync::planner::scatter_allgather_cost");
     const double n = ranks, depth = detail::steps(ranks) + (detail::folds(ranks) ? 1 : 0);
     return {(depth + n - 1) * link.alpha, 2 * (n - 1) / n * link.beta};
+}
+
+// One block (M/N bytes, M the bytes of N blocks) to or from each of the N-1 other ranks, one
+// message after another at the busiest rank: the ring allgather, the linear gather and
+// scatter at their root, the pairwise all-to-all.
+inline linear_cost block_per_peer_cost(const link_parameters& link, int ranks)
+{
+    detail::check_link(link, "gradsync::planner::block_per_peer_cost");
+    detail::check_ranks(ranks, "gradsync::planner::block_per_peer_cost");
+    const double n = ranks;
+    return {(n - 1) * link.alpha, (n - 1) / n * link.beta};
+}
+
+inline linear_cost bruck_allgather_cost(const link_parameters& link, int ranks)
+{
+    detail::check_link(link, "gradsync::planner::bruck_allgather_cost");
+    detail::check_ranks(ranks, "gradsync::planner::bruck_allgather_cost");
+    const double n = ranks, depth = detail::steps(ranks) + (detail::folds(ranks) ? 1 : 0);
+    return {depth * link.alpha, (n - 1) / n * link.beta};
 }
 
 struct fit_result {

@@ -4,7 +4,7 @@
 // there is one. Each algorithm has one row, a plan_row<Algorithm> specialisation whose
 // select() names the plan per (policy, memory):
 //
-//   algorithm           elementwise (sum, average)       adasum
+//   algorithm           elementwise (sum, average, ...)  adasum
 //   ring                ring_plan                         adasum_ring_plan
 //   recursive_halving   recursive_halving_plan            adasum_recursive_halving_plan
 //   recursive_doubling  recursive_doubling_plan           adasum_recursive_doubling_plan
@@ -22,10 +22,22 @@
 //   scatter_allgather    scatter_allgather_plan
 //   automatic_broadcast  automatic_broadcast_plan
 //
+// Allgathers move raw bytes in host memory: an allgather_row<Algorithm> (plan/allgather_plan.hpp)
+// names one plan per communicator:
+//
+//   algorithm            plan
+//   ring_allgather       ring_allgather_plan
+//   bruck_allgather      bruck_allgather_plan
+//   automatic_allgather  automatic_allgather_plan
+//
+// Gather, scatter and all-to-all have one algorithm each (linear_gather, linear_scatter,
+// pairwise_exchange), whose plan their collective names itself: no row.
+//
 // Every plan takes the memory as its last parameter (memory/host_memory.hpp): host memory or
 // a memory space (memory/space_memory.hpp). An elementwise plan needs a memory whose kernels
-// combine that policy (Memory::combines<Policy>: host memory for every elementwise policy,
-// a memory space for sum and average); Adasum runs in every memory. The row of
+// combine that policy for that element type (Memory::combines<Policy, T>: host memory for
+// every elementwise policy, a memory space for sum and average of floating-point types);
+// Adasum runs in every memory, for floating-point types (adasum_plan refuses integers). The row of
 // an algorithm that needs an outside library lives in its own header, so that this table
 // compiles without that library. docs/design.md shows how to add a row.
 #pragma once
@@ -39,25 +51,39 @@
 #include <gradsync/algorithm/adasum_shared_memory.hpp>
 #include <gradsync/algorithm/adasum_ring.hpp>
 #include <gradsync/algorithm/binomial_tree.hpp>
+#include <gradsync/algorithm/bruck_allgather.hpp>
 #include <gradsync/algorithm/hierarchical.hpp>
 #include <gradsync/algorithm/recursive_doubling.hpp>
 #include <gradsync/algorithm/recursive_halving.hpp>
 #include <gradsync/algorithm/ring.hpp>
+#include <gradsync/algorithm/ring_allgather.hpp>
 #include <gradsync/algorithm/scatter_allgather.hpp>
 #include <gradsync/algorithm/shared_memory.hpp>
 #include <gradsync/core/broadcast_element.hpp>
 #include <gradsync/core/types.hpp>
 #include <gradsync/memory/host_memory.hpp>
+#include <gradsync/plan/allgather_plan.hpp>
 #include <gradsync/plan/broadcast_plan.hpp>
 #include <gradsync/plan/plan.hpp>
 #include <gradsync/policy/adasum.hpp>
 #include <gradsync/selector/automatic.hpp>
+#include <gradsync/selector/automatic_allgather.hpp>
 #include <gradsync/selector/automatic_broadcast.hpp>
 #include <gradsync/selector/tuned.hpp>
 
 namespace gradsync {
 
 namespace detail {
+
+// Every row names an Adasum plan through this, so that an integer element type stops here,
+// with this message, before any plan is built for it.
+template <class Plan, element T>
+auto adasum_plan()
+{
+    static_assert(!std::integral<T>, "gradsync::adasum reduces floating-point elements only: its coefficients are "
+                                     "real numbers, which an integer vector cannot be scaled by");
+    return std::type_identity<Plan>{};
+}
 
 // The row of an algorithm with an elementwise plan and an Adasum plan for every memory.
 template <template <class, class, class, class> class Elementwise, template <class, class, class> class Adasum>
@@ -66,10 +92,10 @@ struct elementwise_and_adasum_row {
     template <element T, class C, class Policy, class Memory>
     static auto select()
     {
-        if constexpr (Memory::template combines<Policy>)
+        if constexpr (Memory::template combines<Policy, T>)
             return std::type_identity<Elementwise<T, C, Policy, Memory>>{};
         else if constexpr (is_adasum<Policy>)
-            return std::type_identity<Adasum<T, C, Memory>>{};
+            return adasum_plan<Adasum<T, C, Memory>, T>();
         else
             return std::type_identity<no_plan>{};
     }
@@ -90,10 +116,10 @@ struct host_memory_row {
     {
         if constexpr (!std::is_same_v<Memory, host_memory>)
             return std::type_identity<no_plan>{};
-        else if constexpr (Memory::template combines<Policy>)
+        else if constexpr (Memory::template combines<Policy, T>)
             return std::type_identity<Elementwise<T, C, Policy, Memory>>{};
         else if constexpr (is_adasum<Policy>)
-            return std::type_identity<Adasum<T, C, Memory>>{};
+            return adasum_plan<Adasum<T, C, Memory>, T>();
         else
             return std::type_identity<no_plan>{};
     }
@@ -129,8 +155,10 @@ struct plan_row<hierarchical> {
     template <element T, class C, class Policy, class Memory>
     static auto select()
     {
-        if constexpr (Memory::template combines<Policy> || is_adasum<Policy>)
+        if constexpr (Memory::template combines<Policy, T>)
             return std::type_identity<hierarchical_plan<T, C, Policy, Memory>>{};
+        else if constexpr (is_adasum<Policy>)
+            return detail::adasum_plan<hierarchical_plan<T, C, Policy, Memory>, T>();
         else
             return std::type_identity<no_plan>{};
     }
@@ -164,6 +192,30 @@ struct broadcast_row<scatter_allgather> : detail::every_memory_row<scatter_allga
 
 template <>
 struct broadcast_row<automatic_broadcast> : detail::every_memory_row<automatic_broadcast_plan> {};
+
+namespace detail {
+
+// The row of an allgather algorithm: its plan for every communicator.
+template <template <class> class Plan>
+struct allgather_plan_row {
+    static constexpr bool exists = true;
+    template <class C>
+    static auto select()
+    {
+        return std::type_identity<Plan<C>>{};
+    }
+};
+
+} // namespace detail
+
+template <>
+struct allgather_row<ring_allgather> : detail::allgather_plan_row<ring_allgather_plan> {};
+
+template <>
+struct allgather_row<bruck_allgather> : detail::allgather_plan_row<bruck_allgather_plan> {};
+
+template <>
+struct allgather_row<automatic_allgather> : detail::allgather_plan_row<automatic_allgather_plan> {};
 
 // An algorithm: a type with a row in the table, a code and a name (what the agreement
 // check compares and reports).

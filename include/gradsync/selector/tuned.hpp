@@ -11,7 +11,7 @@
 // the call's tag.
 //
 // Preconditions: rounds >= 2 (else a usage_error on every rank; below 7 the interval covers
-// the median less often than 95 %). Sum or Average in host memory, the only row
+// the median less often than 95 %). Elementwise policies in host memory, the only row
 // selector/plan_table.hpp gives it (Adasum's algorithms combine in different trees). The ring
 // and shared memory round in other orders than the recursive algorithms (docs/semantics.md),
 // so calls during tuning, and runs that keep different candidates, may round differently.

@@ -63,6 +63,9 @@ struct gloo_connect_options {
     // The address other ranks reach this one at (the device's interface); a host name or
     // numeric address. 127.0.0.1 keeps a job on one host.
     std::string hostname = "127.0.0.1";
+    // A network interface (e.g. "eth0") whose address is used instead of hostname's, as
+    // GLOO_SOCKET_IFNAME names one for PyTorch's gloo backend; empty: hostname.
+    std::string interface{};
     // Gloo's own timeout: connecting, and every wait that has no deadline of its own.
     std::chrono::milliseconds timeout{30000};
     std::string prefix = "gradsync";
@@ -180,7 +183,10 @@ inline std::shared_ptr<gloo::Context> gloo_connect(gloo::rendezvous::Store& stor
     std::shared_ptr<gloo::rendezvous::Context> context;
     try {
         gloo::transport::tcp::attr attr;
-        attr.hostname = options.hostname;
+        if (options.interface.empty())
+            attr.hostname = options.hostname;
+        else
+            attr.iface = options.interface;
         auto device = detail::make_gloo_device(attr, options.network_thread_nice);
         gloo::rendezvous::PrefixStore prefixed(options.prefix, store);
         context = std::make_shared<gloo::rendezvous::Context>(rank, size);

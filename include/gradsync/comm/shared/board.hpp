@@ -5,7 +5,7 @@
 // does, for shared memory and messages alike.
 //
 // A rank's position on a base tag is (seq, tag): seq counts the calls it has begun on that base
-// on this board, reducers' and broadcasters' alike; tag is the call's stamped tag. Ranks that
+// on this board, every collective's alike; tag is the call's stamped tag. Ranks that
 // call their collectives in the same order are at the same tag at every seq, so a peer whose
 // position has this rank's seq and another tag is at another call at the same point of the
 // sequence: neither call can complete. A peer at another seq is late, or done, and is waited
