@@ -156,6 +156,7 @@ inline std::unique_ptr<transport> suite_comm;
 // of the launcher's N, checks its own results and compares checksums with the others.
 struct harness {
     using comm_type = transport;
+    static constexpr bool in_process = false;
 
     static std::vector<int> sizes(const std::vector<int>&) { return {world_size()}; }
 

@@ -108,7 +108,7 @@ public:
                                              std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) override
     {
         const at::Tensor& in = one_tensor(who_, "all_gather", inputs);
-        check_one_list("all_gather", outputs);
+        check_one_list(who_, "all_gather", outputs);
         check_like(who_, "all_gather", outputs[0], in, std::size_t(getSize()));
         const movement_key key{movement::allgather, bytes_of(in), 0, true};
         const std::vector<at::Tensor> out = outputs[0];
@@ -123,9 +123,7 @@ public:
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                    const c10d::AllgatherOptions&) override
     {
-        check_tensor(who_, "all_gather_into_tensor", input);
-        check_tensor(who_, "all_gather_into_tensor", output);
-        check_flat("all_gather_into_tensor", output, input);
+        check_flat(who_, "all_gather_into_tensor", output, input, getSize());
         const movement_key key{movement::allgather, bytes_of(input)};
         return queue(c10d::OpType::_ALLGATHER_BASE, {output}, [this, key, input, output] {
             const std::span<std::byte> all = bytes(output);
@@ -142,7 +140,7 @@ public:
         const int root = int(options.rootRank);
         const bool at_root = getRank() == root;
         if (at_root) {
-            check_one_list("gather", outputs);
+            check_one_list(who_, "gather", outputs);
             check_like(who_, "gather", outputs[0], in, std::size_t(getSize()));
         } else if (!outputs.empty() && !outputs[0].empty()) {
             throw usage_error(who_ + ": gather: only the root (rank " + std::to_string(root) + ") gives a gather_list");
@@ -167,7 +165,7 @@ public:
         const int root = int(options.rootRank);
         const bool at_root = getRank() == root;
         if (at_root) {
-            check_one_list("scatter", inputs);
+            check_one_list(who_, "scatter", inputs);
             check_like(who_, "scatter", inputs[0], out, std::size_t(getSize()));
         } else if (!inputs.empty() && !inputs[0].empty()) {
             throw usage_error(who_ + ": scatter: only the root (rank " + std::to_string(root) + ") gives a scatter_list");
@@ -230,7 +228,7 @@ public:
                                                   const c10d::ReduceScatterOptions& options) override
     {
         const at::Tensor& out = one_tensor(who_, "reduce_scatter", outputs);
-        check_one_list("reduce_scatter", inputs);
+        check_one_list(who_, "reduce_scatter", inputs);
         check_like(who_, "reduce_scatter", inputs[0], out, std::size_t(getSize()));
         reduction_key key = coalesced_reduction_of(who_, "reduce_scatter", inputs[0], options.reduceOp);
         const std::vector<at::Tensor> in = inputs[0];
@@ -242,8 +240,7 @@ public:
     c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                         const c10d::ReduceScatterOptions& options) override
     {
-        check_tensor(who_, "reduce_scatter_tensor", output);
-        check_flat("reduce_scatter_tensor", input, output);
+        check_flat(who_, "reduce_scatter_tensor", input, output, getSize());
         const std::vector<at::Tensor> blocks = input.chunk(getSize());
         reduction_key key = coalesced_reduction_of(who_, "reduce_scatter_tensor", blocks, options.reduceOp);
         return queue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [this, key, blocks, output] {
@@ -272,13 +269,13 @@ public:
 
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int peer, int tag) override
     {
-        check_message("send", tensors, peer, tag);
+        check_message(who_, "send", tensors, peer, tag, getRank(), getSize());
         return queue_message(c10d::OpType::SEND, tensors[0], peer, tag);
     }
 
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int peer, int tag) override
     {
-        check_message("recv", tensors, peer, tag);
+        check_message(who_, "recv", tensors, peer, tag, getRank(), getSize());
         return queue_message(c10d::OpType::RECV, tensors[0], peer, tag);
     }
 
@@ -362,40 +359,6 @@ private:
         }
         return false;
     }
-
-    // torch's list of lists holds one list (one tensor per rank) for CPU tensors.
-    void check_one_list(const char* call, const std::vector<std::vector<at::Tensor>>& lists) const
-    {
-        if (lists.size() != 1)
-            throw usage_error(who_ + ": " + call + ": " + std::to_string(lists.size()) +
-                              " lists of tensors given; the gradsync backend takes one");
-    }
-
-    // all: one tensor holding every rank's block, each like `block`.
-    void check_flat(const char* call, const at::Tensor& all, const at::Tensor& block) const
-    {
-        check_tensor(who_, call, all);
-        check_tensor(who_, call, block);
-        if (all.scalar_type() != block.scalar_type() || all.numel() != block.numel() * getSize())
-            throw usage_error(who_ + ": " + call + ": " + described(all) + " must hold " + std::to_string(getSize()) +
-                              " blocks like " + described(block));
-    }
-
-    void check_message(const char* call, const std::vector<at::Tensor>& tensors, int peer, int tag) const
-    {
-        one_tensor(who_, call, tensors);
-        if (peer < 0 || peer >= getSize() || peer == getRank())
-            throw usage_error(who_ + ": " + call + ": rank " + std::to_string(peer) +
-                              " is not another rank of the group (0 to " + std::to_string(getSize() - 1) + ", not " +
-                              std::to_string(getRank()) + ")");
-        if (tag < 0 || tag > most_tag)
-            throw usage_error(who_ + ": " + call + ": tag " + std::to_string(tag) + " is out of range (0 to " +
-                              std::to_string(most_tag) + ")");
-    }
-
-    // Message tags below the collectives' bases (core/tags.hpp), so that no send meets a
-    // collective's message.
-    static constexpr int most_tag = 16383;
 
     std::string who_;
     std::unique_ptr<gloo_communicator> comm_;

@@ -97,6 +97,41 @@ inline void check_root(const std::string& who, const char* call, long long root,
                           std::to_string(size - 1) + ")");
 }
 
+// torch's list of lists holds one list (one tensor per rank) for CPU tensors.
+inline void check_one_list(const std::string& who, const char* call, const std::vector<std::vector<at::Tensor>>& lists)
+{
+    if (lists.size() != 1)
+        throw usage_error(who + ": " + call + ": " + std::to_string(lists.size()) +
+                          " lists of tensors given; the gradsync backend takes one");
+}
+
+// all: one tensor holding the blocks of the group's `size` ranks, each like `block`.
+inline void check_flat(const std::string& who, const char* call, const at::Tensor& all, const at::Tensor& block, int size)
+{
+    check_tensor(who, call, all);
+    check_tensor(who, call, block);
+    if (all.scalar_type() != block.scalar_type() || all.numel() != block.numel() * size)
+        throw usage_error(who + ": " + call + ": " + described(all) + " must hold " + std::to_string(size) +
+                          " blocks like " + described(block));
+}
+
+// Message tags below the collectives' bases (core/tags.hpp), so that no send meets a
+// collective's message.
+inline constexpr int most_tag = 16383;
+
+// A send or receive by `rank` of a group of `size`: one tensor, another rank, a tag in range.
+inline void check_message(const std::string& who, const char* call, const std::vector<at::Tensor>& tensors, int peer,
+                          int tag, int rank, int size)
+{
+    one_tensor(who, call, tensors);
+    if (peer < 0 || peer >= size || peer == rank)
+        throw usage_error(who + ": " + call + ": rank " + std::to_string(peer) + " is not another rank of the group (0 to " +
+                          std::to_string(size - 1) + ", not " + std::to_string(rank) + ")");
+    if (tag < 0 || tag > most_tag)
+        throw usage_error(who + ": " + call + ": tag " + std::to_string(tag) + " is out of range (0 to " +
+                          std::to_string(most_tag) + ")");
+}
+
 inline reduction_op op_of(const std::string& who, const char* call, const c10d::ReduceOp& op, at::ScalarType dtype)
 {
     const auto refuse = [&](const std::string& why) {

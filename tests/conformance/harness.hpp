@@ -12,6 +12,9 @@
 //                                     threads, or its own rank
 //   H::identical(per_rank<T>)         "" when every rank holds the same bits (collective where
 //                                     the ranks are processes: every rank calls it in turn)
+//   H::in_process                     true where the ranks are threads of this process: the
+//                                     reductions suite runs its whole matrix there, and its
+//                                     cut where they are processes (reductions.hpp, runs())
 // Rank code only stores its results in per_rank slots; every assertion runs after run()
 // returns, on the main thread (Catch2 is not thread-safe).
 #pragma once

@@ -16,6 +16,7 @@ namespace conformance {
 
 struct local_harness {
     using comm_type = gradsync::local_communicator;
+    static constexpr bool in_process = true;
 
     static std::vector<int> sizes(std::vector<int> wanted) { return wanted; }
 

@@ -15,7 +15,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <span>
 
 #include <gradsync/algorithm/pairwise_exchange.hpp>
@@ -24,30 +23,17 @@
 
 namespace gradsync {
 
+// data: count() = N * block_bytes() bytes, block j for rank j in; block i from rank i out.
 template <communicator Comm>
-class exchanger {
-public:
-    using plan_type = pairwise_exchange_plan<Comm>;
+class exchanger : public detail::movement_collective<Comm, pairwise_exchange_plan<Comm>> {
+    using base = detail::movement_collective<Comm, pairwise_exchange_plan<Comm>>;
 
+public:
     exchanger(Comm& comm, std::size_t block_bytes, movement_options options = {})
-        : comm_(&comm), plan_(comm, block_bytes, 0, pairwise_exchange{}, options.tag, "gradsync::exchanger",
-                              "exchanger", "", block_bytes, plan_options<pairwise_exchange>{})
+        : base(comm, block_bytes, 0, pairwise_exchange{}, options.tag, "gradsync::exchanger", "exchanger", "",
+               block_bytes, plan_options<pairwise_exchange>{})
     {
     }
-
-    // data: count() = N * block_bytes() bytes, block j for rank j in; block i from rank i out.
-    // data.size() must equal count().
-    void operator()(std::span<std::byte> data) { plan_(*comm_, data); }
-
-    std::size_t count() const noexcept { return plan_.plan().count(); }
-    std::size_t block_bytes() const noexcept { return plan_.plan().block_bytes(); }
-    const plan_type& plan() const noexcept { return plan_.plan(); }
-    // The identity every rank's exchanger shares, carried in its messages (core/tags.hpp).
-    std::uint64_t identity() const noexcept { return plan_.identity(); }
-
-private:
-    Comm* comm_;
-    detail::agreed_movement<Comm, plan_type> plan_;
 };
 
 // One all-to-all of blocks of block_bytes, in place: data holds N of them.

@@ -33,31 +33,20 @@ concept allgather_algorithm = std::copyable<A> && allgather_row<A>::exists && re
     { A::name } -> std::convertible_to<const char*>;
 };
 
+// data: count() = N * block_bytes() bytes, this rank's block at rank * block_bytes(); every
+// other rank's block is written into its place.
 template <communicator Comm, allgather_algorithm Algorithm = automatic_allgather>
-class allgatherer {
-public:
-    using plan_type = allgather_plan_of<Comm, Algorithm>;
-    static_assert(allgather_plan<plan_type>, "gradsync: a plan of the table does not model allgather_plan");
+class allgatherer : public detail::movement_collective<Comm, allgather_plan_of<Comm, Algorithm>> {
+    using base = detail::movement_collective<Comm, allgather_plan_of<Comm, Algorithm>>;
+    static_assert(allgather_plan<typename base::plan_type>,
+                  "gradsync: a plan of the table does not model allgather_plan");
 
+public:
     allgatherer(Comm& comm, std::size_t block_bytes, Algorithm algorithm = {}, movement_options options = {})
-        : comm_(&comm), plan_(comm, block_bytes, 0, algorithm, options.tag, "gradsync::allgatherer", "allgatherer", "",
-                              block_bytes, plan_options<Algorithm>{algorithm, {}})
+        : base(comm, block_bytes, 0, algorithm, options.tag, "gradsync::allgatherer", "allgatherer", "", block_bytes,
+               plan_options<Algorithm>{algorithm, {}})
     {
     }
-
-    // data: count() = N * block_bytes() bytes, this rank's block at rank * block_bytes(); every
-    // other rank's block is written into its place. data.size() must equal count().
-    void operator()(std::span<std::byte> data) { plan_(*comm_, data); }
-
-    std::size_t count() const noexcept { return plan_.plan().count(); }
-    std::size_t block_bytes() const noexcept { return plan_.plan().block_bytes(); }
-    const plan_type& plan() const noexcept { return plan_.plan(); }
-    // The identity every rank's allgatherer shares, carried in its messages (core/tags.hpp).
-    std::uint64_t identity() const noexcept { return plan_.identity(); }
-
-private:
-    Comm* comm_;
-    detail::agreed_movement<Comm, plan_type> plan_;
 };
 
 // One allgather of blocks of block_bytes, in place: data holds N of them.

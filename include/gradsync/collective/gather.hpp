@@ -12,7 +12,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <span>
 #include <string>
 
@@ -22,33 +21,21 @@
 
 namespace gradsync {
 
+// At the root, data holds count() = N * block_bytes() bytes, its own block at
+// root * block_bytes() (left as it is), and every other rank's block is written into its
+// place; elsewhere data is the rank's block, count() = block_bytes() bytes, and is only read.
 template <communicator Comm>
-class gatherer {
-public:
-    using plan_type = linear_gather_plan<Comm>;
+class gatherer : public detail::movement_collective<Comm, linear_gather_plan<Comm>> {
+    using base = detail::movement_collective<Comm, linear_gather_plan<Comm>>;
 
+public:
     gatherer(Comm& comm, std::size_t block_bytes, int root = 0, movement_options options = {})
-        : comm_(&comm), plan_(comm, block_bytes, root, linear_gather{}, options.tag, "gradsync::gatherer", "gatherer",
-                              " to rank " + std::to_string(root), block_bytes, root)
+        : base(comm, block_bytes, root, linear_gather{}, options.tag, "gradsync::gatherer", "gatherer",
+               " to rank " + std::to_string(root), block_bytes, root)
     {
     }
 
-    // At the root, data holds count() = N * block_bytes() bytes, its own block at
-    // root * block_bytes() (left as it is), and every other rank's block is written into its
-    // place; elsewhere data is the rank's block, count() = block_bytes() bytes, and is only
-    // read. data.size() must equal count().
-    void operator()(std::span<std::byte> data) { plan_(*comm_, data); }
-
-    std::size_t count() const noexcept { return plan_.plan().count(); }
-    std::size_t block_bytes() const noexcept { return plan_.plan().block_bytes(); }
-    int root() const noexcept { return plan_.plan().root(); }
-    const plan_type& plan() const noexcept { return plan_.plan(); }
-    // The identity every rank's gatherer shares, carried in its messages (core/tags.hpp).
-    std::uint64_t identity() const noexcept { return plan_.identity(); }
-
-private:
-    Comm* comm_;
-    detail::agreed_movement<Comm, plan_type> plan_;
+    int root() const noexcept { return this->plan().root(); }
 };
 
 // One gather of blocks of block_bytes to root: the root's data holds N of them, every other

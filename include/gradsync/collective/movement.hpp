@@ -18,6 +18,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -62,6 +64,33 @@ private:
         s.value[signature::block] = block_bytes;
         return s;
     }
+};
+
+// What every data-movement collective offers once built: the call, over data as the
+// collective's header lays it out (data.size() must equal count()), and what its plan tells.
+template <communicator Comm, class Plan>
+class movement_collective {
+public:
+    using plan_type = Plan;
+
+    void operator()(std::span<std::byte> data) { plan_(*comm_, data); }
+
+    std::size_t count() const noexcept { return plan_.plan().count(); }
+    std::size_t block_bytes() const noexcept { return plan_.plan().block_bytes(); }
+    const Plan& plan() const noexcept { return plan_.plan(); }
+    // The identity every rank's collective shares, carried in its messages (core/tags.hpp).
+    std::uint64_t identity() const noexcept { return plan_.identity(); }
+
+protected:
+    // (comm, agreed_movement's arguments after comm).
+    template <class... Args>
+    explicit movement_collective(Comm& comm, Args&&... args) : comm_(&comm), plan_(comm, std::forward<Args>(args)...)
+    {
+    }
+
+private:
+    Comm* comm_;
+    agreed_movement<Comm, Plan> plan_;
 };
 
 } // namespace detail

@@ -12,7 +12,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <span>
 #include <string>
 
@@ -22,32 +21,21 @@
 
 namespace gradsync {
 
+// At the root, data holds count() = N * block_bytes() bytes, block j for rank j, and is only
+// read (its own block stays where it is); elsewhere data, count() = block_bytes() bytes,
+// receives the rank's block.
 template <communicator Comm>
-class scatterer {
-public:
-    using plan_type = linear_scatter_plan<Comm>;
+class scatterer : public detail::movement_collective<Comm, linear_scatter_plan<Comm>> {
+    using base = detail::movement_collective<Comm, linear_scatter_plan<Comm>>;
 
+public:
     scatterer(Comm& comm, std::size_t block_bytes, int root = 0, movement_options options = {})
-        : comm_(&comm), plan_(comm, block_bytes, root, linear_scatter{}, options.tag, "gradsync::scatterer",
-                              "scatterer", " from rank " + std::to_string(root), block_bytes, root)
+        : base(comm, block_bytes, root, linear_scatter{}, options.tag, "gradsync::scatterer", "scatterer",
+               " from rank " + std::to_string(root), block_bytes, root)
     {
     }
 
-    // At the root, data holds count() = N * block_bytes() bytes, block j for rank j, and is only
-    // read (its own block stays where it is); elsewhere data, count() = block_bytes() bytes,
-    // receives the rank's block. data.size() must equal count().
-    void operator()(std::span<std::byte> data) { plan_(*comm_, data); }
-
-    std::size_t count() const noexcept { return plan_.plan().count(); }
-    std::size_t block_bytes() const noexcept { return plan_.plan().block_bytes(); }
-    int root() const noexcept { return plan_.plan().root(); }
-    const plan_type& plan() const noexcept { return plan_.plan(); }
-    // The identity every rank's scatterer shares, carried in its messages (core/tags.hpp).
-    std::uint64_t identity() const noexcept { return plan_.identity(); }
-
-private:
-    Comm* comm_;
-    detail::agreed_movement<Comm, plan_type> plan_;
+    int root() const noexcept { return this->plan().root(); }
 };
 
 // One scatter of blocks of block_bytes from root: the root's data holds N of them, every

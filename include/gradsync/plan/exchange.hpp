@@ -1,11 +1,9 @@
 // Point-to-point building blocks shared by every algorithm: a pairwise exchange of blocks
 // (exchange), the same with the received block handled segment by segment as it lands
 // (exchange_segments; exchange_combine combines each segment), the allgather around a
-// ring (allgather_around_ring), a transfer down a tree (send_down, for the broadcasts), the
-// root's messages with every other rank (transfer_with_root, for gather and scatter), and the
-// folding of a
-// non-power-of-two rank count around a power-of-two phase (run_folded). Messages are cut by
-// one rule (message_cut):
+// ring (allgather_around_ring), a transfer down a tree (send_down, for the broadcasts), and
+// the folding of a non-power-of-two rank count around a power-of-two phase (run_folded).
+// Messages are cut by one rule (message_cut):
 //  - a block within the transport's eager limit goes as one message;
 //  - a block of up to 16 eager messages goes as equal pieces that each fit, since one
 //    rendezvous costs several eager sends on shared memory;
@@ -252,32 +250,6 @@ void run_folded(C& comm, const folding& fold, int tag, std::span<T> data, const 
     body();
     if (fold.absorbs(r))
         exchange<T>(comm, tag, r - 1, data, r, {}, out, reqs);
-}
-
-// The root's N-1 messages with the other ranks, posted at once and then waited for, block j
-// of its data (b bytes at j*b) with rank j; each other rank's one message with the root, its
-// data whole: toward the root (gather) or from it (scatter). Blocks go whole: the messages go
-// one way, so eager pieces would gain nothing (send_down says why). requests: N-1 slots at
-// the root, one elsewhere. A block of 0 bytes sends nothing.
-template <communicator C>
-void transfer_with_root(C& comm, std::span<std::byte> data, std::size_t block_bytes, int root, int tag,
-                        bool toward_root, std::span<typename C::request> requests)
-{
-    if (block_bytes == 0)
-        return;
-    const auto one = [&](std::span<std::byte> block, int peer) {
-        return toward_root == (comm.rank() == root) ? irecv(comm, block, peer, tag)
-                                                    : isend(comm, std::span<const std::byte>(block), peer, tag);
-    };
-    std::size_t posted = 0;
-    if (comm.rank() != root)
-        requests[posted++] = one(data, root);
-    else
-        for (int j = 0; j < comm.size(); ++j)
-            if (j != root)
-                requests[posted++] = one(data.subspan(std::size_t(j) * block_bytes, block_bytes), j);
-    for (typename C::request& request : requests.first(posted))
-        comm.wait(request);
 }
 
 } // namespace gradsync
