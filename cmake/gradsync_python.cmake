@@ -4,7 +4,11 @@
 # reads.
 set(GRADSYNC_PYTHON_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "The Python whose torch the backend is built for")
 set(GRADSYNC_PYTHON_FOUND OFF)
-if(TORCH_FOUND AND TARGET gradsync_gloo AND EXISTS "${GRADSYNC_PYTHON_EXECUTABLE}")
+# g++ only: clang 14 stops in Debian's torch 1.13 headers (ATen/core/ivalue_inl.h) with g++ 12's
+# standard library.
+if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  message(STATUS "gradsync: the Python package is built with g++ only (Debian's torch headers do not compile with ${CMAKE_CXX_COMPILER_ID})")
+elseif(TORCH_FOUND AND TARGET gradsync_gloo AND EXISTS "${GRADSYNC_PYTHON_EXECUTABLE}")
   execute_process(
     COMMAND "${GRADSYNC_PYTHON_EXECUTABLE}" -c
       "import sysconfig, torch, pybind11; print(sysconfig.get_paths()['include']); print(pybind11.get_include()); print(sysconfig.get_config_var('EXT_SUFFIX')); import sys; print('%d.%d' % sys.version_info[:2])"
@@ -27,6 +31,6 @@ if(TORCH_FOUND AND TARGET gradsync_gloo AND EXISTS "${GRADSYNC_PYTHON_EXECUTABLE
     set(GRADSYNC_PYTHON_FOUND ON)
   endif()
 endif()
-if(NOT GRADSYNC_PYTHON_FOUND)
+if(NOT GRADSYNC_PYTHON_FOUND AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   message(STATUS "gradsync: the Python package is not built (needs python3-torch, python3-pybind11, libtorch-dev, libgloo-dev)")
 endif()

@@ -10,6 +10,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "planning.hpp"
 #include "process_group.hpp"
 
 namespace py = pybind11;
@@ -67,4 +68,11 @@ PYBIND11_MODULE(_c10d, m)
         .def("allreduce_adasum", &process_group::allreduce_adasum, py::arg("tensor"), py::arg("layers"),
              py::call_guard<py::gil_scoped_release>(),
              "Adasum of tensor, whose layers are the given element counts, in place, on the group's thread.");
+
+    m.def("planned_groups", &gradsync::python::planned_groups, py::arg("params"), py::arg("backward_s"), py::arg("a"),
+          py::arg("b"), py::arg("bytes_per_element"), py::arg("method"),
+          "The planner's merged groups of a profile: ascending runs of layer indices, the last layers' first.");
+    m.def("predicted_s", &gradsync::python::predicted_s, py::arg("params"), py::arg("backward_s"), py::arg("groups"),
+          py::arg("a"), py::arg("b"), py::arg("bytes_per_element"),
+          "The planner's predicted end of backward and communication for groups of a profile.");
 }
