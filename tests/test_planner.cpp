@@ -328,6 +328,11 @@ TEST_CASE("bucket closes a group once it reaches the cap, in backward order", "[
     CHECK(gp::bucket(p, 1000, 1) == gp::single(p));
     CHECK(gp::bucket(p, 20, 4) == gp::merge_plan{{2, 3}, {0, 1}}); // bytes 4, 8, 12, 16
     CHECK_THROWS_AS(gp::bucket(p, 0), gradsync::usage_error);
+    // DDP's first bucket: its own cap, then cap_bytes. First cap 4: {3} closes; 3 + 2 = 5 closes {1, 2}.
+    CHECK(gp::bucket(p, 5, 1, 4) == gp::merge_plan{{3}, {1, 2}, {0}});
+    CHECK(gp::bucket(p, 1000, 1, 7) == gp::merge_plan{{2, 3}, {0, 1}});
+    CHECK(gp::bucket(p, 1, 1, 1000) == gp::single(p));
+    CHECK_THROWS_AS(gp::bucket(p, 5, 1, 0), gradsync::usage_error);
 }
 
 TEST_CASE("simulate: invariants of the timeline on random plans", "[planner]")

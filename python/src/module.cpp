@@ -69,6 +69,10 @@ PYBIND11_MODULE(_c10d, m)
              py::call_guard<py::gil_scoped_release>(),
              "Adasum of tensor, whose layers are the given element counts, in place, on the group's thread.");
 
+    m.def("bucket_groups", &gradsync::python::bucket_groups, py::arg("params"), py::arg("cap_bytes"),
+          py::arg("first_cap_bytes"), py::arg("bytes_per_element"),
+          "DDP's buckets of these parameter counts as the planner's groups: ascending runs of layer indices, "
+          "the last layers' first.");
     m.def("planned_groups", &gradsync::python::planned_groups, py::arg("params"), py::arg("backward_s"), py::arg("a"),
           py::arg("b"), py::arg("bytes_per_element"), py::arg("method"),
           "The planner's merged groups of a profile: ascending runs of layer indices, the last layers' first.");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <gradsync/core/error.hpp>
+#include <gradsync/planner/bucket.hpp>
 #include <gradsync/planner/mgwfbp.hpp>
 #include <gradsync/planner/optimal.hpp>
 #include <gradsync/planner/timeline.hpp>
@@ -29,6 +30,14 @@ inline planner::profile profile_of(const std::vector<std::uint64_t>& params, con
     }
     planner::validate_profile(p);
     return p;
+}
+
+// The buckets DDP forms: its first bucket closes at first_cap_bytes, the others at cap_bytes.
+inline planner::merge_plan bucket_groups(const std::vector<std::uint64_t>& params, std::uint64_t cap_bytes,
+                                         std::uint64_t first_cap_bytes, std::size_t bytes_per_element)
+{
+    return planner::bucket(profile_of(params, std::vector<double>(params.size(), 0.0)), cap_bytes,
+                           bytes_per_element, first_cap_bytes);
 }
 
 // method: "mgwfbp" or "optimal".

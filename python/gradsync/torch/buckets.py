@@ -21,7 +21,7 @@ from typing import Callable, List, NamedTuple, Optional
 import torch
 import torch.distributed as dist
 
-from gradsync.torch._c10d import planned_groups, predicted_s
+from gradsync.torch._c10d import bucket_groups, planned_groups, predicted_s
 
 MiB = 1024 * 1024
 
@@ -129,16 +129,7 @@ def ddp_buckets(params: List[int], cap_bytes: int, first_bucket_bytes: int = dis
     if cap_bytes <= 0 or first_bucket_bytes <= 0:
         raise ValueError(f"gradsync.torch.buckets.ddp_buckets: caps {first_bucket_bytes} and {cap_bytes} bytes; "
                          "both must be positive")
-    groups, open_group, filled, limit = [], [], 0, first_bucket_bytes
-    for layer in reversed(range(len(params))):
-        open_group.append(layer)
-        filled += params[layer] * bytes_per_element
-        if filled >= limit:
-            groups.append(sorted(open_group))
-            open_group, filled, limit = [], 0, cap_bytes
-    if open_group:
-        groups.append(sorted(open_group))
-    return groups
+    return [list(g) for g in bucket_groups(params, cap_bytes, first_bucket_bytes, bytes_per_element)]
 
 
 def bucket_cap(profile: Profile, cost: Cost, bytes_per_element: int = 4,
