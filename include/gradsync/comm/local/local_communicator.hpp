@@ -132,7 +132,7 @@ public:
         for (int polls = 0; polls < yields_before_sleep && !settled(); ++polls)
             std::this_thread::yield();
         if (!settled())
-            sleep(r, deadline, settled);
+            block_until_settled(r, deadline, settled);
         if (op->state.load(std::memory_order_acquire) == 0) {
             const bool released = me.released.load(std::memory_order_acquire);
             // A peer at another call named before the release that may have come of it, so that
@@ -158,7 +158,7 @@ private:
     // Sleeps until settled, the deadline, or, for a receive, a foreign message from its peer
     // (looked for once every probe_every).
     template <class Settled>
-    void sleep(request& r, std::chrono::nanoseconds deadline, Settled& settled)
+    void block_until_settled(request& r, std::chrono::nanoseconds deadline, Settled& settled)
     {
         using clock = std::chrono::steady_clock;
         constexpr auto probe_every = std::chrono::milliseconds(1);

@@ -24,6 +24,9 @@
 // the communicator is out of step with its peers: end the job, with gradsync::mpi_abort where
 // a host may be cut off (docs/cluster.md, "When a link fails").
 //
+// Under SimGrid's SMPI (comm/mpi/detail/simulation.hpp) a wait without a deadline blocks in
+// MPI_Wait, so it cannot name a peer at another call; deadlines count simulated time.
+//
 // MPI_Finalize may come first: once MPI is finalized the destructor and the requests' leave
 // MPI alone.
 #pragma once
@@ -44,6 +47,7 @@
 #include <gradsync/comm/detail/owned_request.hpp>
 #include <gradsync/comm/shared/board.hpp>
 #include <gradsync/comm/mpi/detail/polling.hpp>
+#include <gradsync/comm/mpi/detail/simulation.hpp>
 #include <gradsync/core/error.hpp>
 #include <gradsync/core/tags.hpp>
 
@@ -101,9 +105,9 @@ inline std::chrono::nanoseconds cancel_bound(std::chrono::nanoseconds deadline) 
 template <class Test>
 bool cancel_completes(Test&& test, std::chrono::nanoseconds bound)
 {
-    const auto until = std::chrono::steady_clock::now() + bound;
+    const auto until = mpi_wait_clock::now() + bound;
     while (!test()) {
-        if (bound.count() != 0 && std::chrono::steady_clock::now() >= until)
+        if (bound.count() != 0 && mpi_wait_clock::now() >= until)
             return false;
         std::this_thread::yield();
     }
@@ -203,6 +207,8 @@ public:
         if (detail::mpi_finalized())
             return; // MPI freed everything; calling it now would abort the job
         MPI_Type_free(&gib_);
+        if (previous_ == MPI_ERRHANDLER_NULL)
+            return; // SMPI reports the default handler as null, and setting null is an error
         MPI_Comm_set_errhandler(comm_, previous_);
         MPI_Errhandler_free(&previous_);
     }
@@ -213,6 +219,9 @@ public:
     std::size_t eager_limit() const noexcept { return options_.eager_limit; }
     int tag_limit() const noexcept { return tag_limit_; }
     const mpi_options& options() const noexcept { return options_; }
+    // Simulated ranks (SMPI) are threads on simulated time: memory shared between them would
+    // be waited on where the simulator cannot see it.
+    bool may_share_memory() const noexcept { return !detail::simulated_mpi; }
 
     // Ranks per node (hierarchical{.ranks_per_node = 0}); collective. See mpi_ranks_per_node.
     int ranks_per_node() const { return mpi_ranks_per_node(comm_, "gradsync::mpi_communicator"); }
@@ -262,18 +271,22 @@ public:
                 continue;
             MPI_Status status;
             int rc = MPI_SUCCESS;
-            detail::poll_until_done(
-                [&] {
-                    int done = 0;
-                    rc = MPI_Test(&r.part[i], &done, &status);
-                    return done || rc != MPI_SUCCESS;
-                },
-                [&] { return r.receive() ? foreign_tag(r) : -1; }, [&] { return stray_tag(*this, r.peer, r.tag); },
-                {options_.deadline, &released_},
-                [&](detail::wait_end end, int found, std::chrono::nanoseconds waited) {
-                    fail(r, end, found, waited);
-                });
-            check(rc, "MPI_Test");
+            const bool blocking = detail::simulated_mpi && options_.deadline.count() == 0;
+            if (blocking)
+                rc = MPI_Wait(&r.part[i], &status);
+            else
+                detail::poll_until_done<detail::mpi_wait_clock>(
+                    [&] {
+                        int done = 0;
+                        rc = MPI_Test(&r.part[i], &done, &status);
+                        return done || rc != MPI_SUCCESS;
+                    },
+                    [&] { return r.receive() ? foreign_tag(r) : -1; }, [&] { return stray_tag(*this, r.peer, r.tag); },
+                    {options_.deadline, &released_},
+                    [&](detail::wait_end end, int found, std::chrono::nanoseconds waited) {
+                        fail(r, end, found, waited);
+                    });
+            check(rc, blocking ? "MPI_Wait" : "MPI_Test");
             if (r.expected[i] < 0)
                 continue;
             int got = 0;

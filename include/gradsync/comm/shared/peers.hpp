@@ -201,7 +201,7 @@ public:
             const int late = first_late(step);
             if (late < 0)
                 return;
-            lines_[late].sleep(step, tick);
+            lines_[late].await_step(step, tick);
             for (int k = 1; k < size_; ++k) {
                 const int peer = (rank_ + k) % size_;
                 if (lines_[peer].reached(step))

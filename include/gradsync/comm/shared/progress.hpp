@@ -51,7 +51,7 @@ struct alignas(128) progress_line { // 128: the adjacent-line prefetcher pairs 6
     }
 
     // Sleeps until the owner raises the line, at most `tick`, unless it reached target already.
-    void sleep(std::uint32_t target, const timespec& tick) noexcept
+    void await_step(std::uint32_t target, const timespec& tick) noexcept
     {
         const std::uint32_t seen = step.load(std::memory_order_seq_cst);
         sleepers.fetch_add(1, std::memory_order_seq_cst);

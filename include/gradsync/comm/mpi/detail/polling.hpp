@@ -26,22 +26,23 @@ struct wait_watch {
 // test() -> bool: whether the request completed. probe() -> int: the tag of a foreign message
 // at the head of the peer's queue, or -1. stray() -> int: the tag of the call the peer is at
 // instead of this one (stray_tag), or -1. fail(wait_end, found tag, elapsed) must throw.
-template <class Test, class Probe, class Stray, class Fail>
+// Clock: what the deadline counts (mpi.hpp's under a simulator: comm/mpi/detail/simulation.hpp).
+template <class Clock = std::chrono::steady_clock, class Test, class Probe, class Stray, class Fail>
 void poll_until_done(Test&& test, Probe&& probe, Stray&& stray, const wait_watch& watch, Fail&& fail)
 {
-    using clock = std::chrono::steady_clock;
+    using time_point = typename Clock::time_point;
     constexpr unsigned clock_every = 64;
     constexpr auto probe_every = std::chrono::milliseconds(1);
     if (test())
         return;
-    const clock::time_point start = clock::now();
-    clock::time_point next_probe = start + probe_every;
+    const time_point start = Clock::now();
+    time_point next_probe = start + probe_every;
     for (std::uint64_t spin = 1;; ++spin) {
         if (test())
             return;
         if (spin % clock_every)
             continue;
-        const clock::time_point now = clock::now();
+        const time_point now = Clock::now();
         if (watch.released && watch.released->load(std::memory_order_relaxed))
             fail(wait_end::released, -1, now - start);
         if (now >= next_probe) {

@@ -1,0 +1,460 @@
+// The scale study's program (scripts/scale_study.sh, docs/results_scale.md), built with
+// SimGrid's smpicxx and started by smpirun on a simulated platform. For each size it times,
+// on simulated time (MPI_Wtime), every side asked for: gradsync's reducers (ring,
+// recursive_halving, recursive_doubling, hierarchical, automatic; Sum or Adasum over float)
+// and SMPI's own allreduce algorithms and selectors over MPI_FLOAT and MPI_SUM, called by
+// their names in one run. Each side runs once untimed, then `reps` times timed between
+// barriers; its time is the slowest rank's, the median over reps (simulated time repeats
+// exactly unless the platform is shared). One CSV line per (size, side) on rank 0:
+//   ranks,bytes,policy,side,seconds,exact,predicted
+// --cut: how gradsync cuts its messages. "transport" (the default): as for Open MPI's shared
+// memory (mpi_options' eager limit of 4000 bytes: blocks of up to 16 eager messages go as
+// eager pieces; exchange_combine's 256 KiB segments). "whole": every block one message, as
+// SMPI's algorithms send them, so that the same algorithm sends the same messages.
+// predicted: with --predict, the `cost:` line of the gradsync algorithm (planner/cost_model.hpp;
+// automatic: the one it chose), with gamma = 0 (the arithmetic is left out) and alpha, beta
+// fitted to a ping-pong (half the round trip) of 4 KiB to 16 MiB between rank 0 and rank N/2,
+// across hosts; hierarchical's link inside a host from ranks 0 and 1 where they share one.
+// exact: with --check, whether every rank's result equals the exact sum (integer-valued
+// floats, so every order of additions gives it) for Sum, or equals rank 0's bits for Adasum;
+// "-" without --check, where every rank's data and large scratch share one block of simulated
+// memory (SMPI's shared malloc), so that 1 024 ranks of 64 MiB fit, and results are garbage.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <new>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <gradsync/comm/mpi/mpi.hpp>
+#include <gradsync/gradsync.hpp>
+#include <gradsync/planner/cost_model.hpp>
+
+static_assert(gradsync::detail::simulated_mpi, "scale_study is built with SimGrid's smpicxx");
+
+// SMPI's allreduce algorithms, exported by libsimgrid (src/smpi/colls): what
+// --cfg=smpi/allreduce:NAME selects for MPI_Allreduce, callable side by side in one run.
+namespace simgrid::smpi {
+#define GRADSYNC_SMPI_ALLREDUCE(name) int allreduce__##name(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
+GRADSYNC_SMPI_ALLREDUCE(lr)
+GRADSYNC_SMPI_ALLREDUCE(rab1)
+GRADSYNC_SMPI_ALLREDUCE(rab2)
+GRADSYNC_SMPI_ALLREDUCE(rab_rdb)
+GRADSYNC_SMPI_ALLREDUCE(rdb)
+GRADSYNC_SMPI_ALLREDUCE(smp_binomial)
+GRADSYNC_SMPI_ALLREDUCE(smp_binomial_pipeline)
+GRADSYNC_SMPI_ALLREDUCE(smp_rdb)
+GRADSYNC_SMPI_ALLREDUCE(smp_rsag)
+GRADSYNC_SMPI_ALLREDUCE(smp_rsag_lr)
+GRADSYNC_SMPI_ALLREDUCE(smp_rsag_rab)
+GRADSYNC_SMPI_ALLREDUCE(redbcast)
+GRADSYNC_SMPI_ALLREDUCE(ompi_ring_segmented)
+GRADSYNC_SMPI_ALLREDUCE(mvapich2_rs)
+GRADSYNC_SMPI_ALLREDUCE(mvapich2_two_level)
+GRADSYNC_SMPI_ALLREDUCE(rab)
+GRADSYNC_SMPI_ALLREDUCE(ompi)
+GRADSYNC_SMPI_ALLREDUCE(mpich)
+GRADSYNC_SMPI_ALLREDUCE(mvapich2)
+GRADSYNC_SMPI_ALLREDUCE(impi)
+#undef GRADSYNC_SMPI_ALLREDUCE
+} // namespace simgrid::smpi
+
+namespace {
+
+using smpi_allreduce = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
+
+struct smpi_side {
+    const char* name;
+    smpi_allreduce run;
+};
+
+#define GRADSYNC_SMPI_SIDE(name) {#name, &simgrid::smpi::allreduce__##name}
+const smpi_side smpi_sides[] = {
+    GRADSYNC_SMPI_SIDE(lr),         GRADSYNC_SMPI_SIDE(rab1),
+    GRADSYNC_SMPI_SIDE(rab2),       GRADSYNC_SMPI_SIDE(rab_rdb),
+    GRADSYNC_SMPI_SIDE(rdb),        GRADSYNC_SMPI_SIDE(smp_binomial),
+    GRADSYNC_SMPI_SIDE(smp_binomial_pipeline), GRADSYNC_SMPI_SIDE(smp_rdb),
+    GRADSYNC_SMPI_SIDE(smp_rsag),   GRADSYNC_SMPI_SIDE(smp_rsag_lr),
+    GRADSYNC_SMPI_SIDE(smp_rsag_rab), GRADSYNC_SMPI_SIDE(redbcast),
+    GRADSYNC_SMPI_SIDE(ompi_ring_segmented), GRADSYNC_SMPI_SIDE(mvapich2_rs),
+    GRADSYNC_SMPI_SIDE(mvapich2_two_level), GRADSYNC_SMPI_SIDE(rab),
+    GRADSYNC_SMPI_SIDE(ompi),       GRADSYNC_SMPI_SIDE(mpich),
+    GRADSYNC_SMPI_SIDE(mvapich2),   GRADSYNC_SMPI_SIDE(impi),
+};
+#undef GRADSYNC_SMPI_SIDE
+
+const char* const gradsync_sides[] = {"ring", "recursive_halving", "recursive_doubling", "hierarchical",
+                                      "automatic"};
+
+// Allocations from this size up share one block of simulated memory across ranks (SMPI's
+// shared malloc) when --check is off: the reducers' scratch, which are std::vectors, go
+// through operator new, which this program replaces (linked -Bsymbolic-functions, so its own
+// code binds to it).
+constexpr std::size_t shared_from = std::size_t(1) << 20;
+bool share_large = false;
+std::set<void*>* shared_blocks = nullptr; // made at the first shared allocation
+
+void* allocate(std::size_t n)
+{
+    if (share_large && n >= shared_from) {
+        void* p = smpi_shared_malloc(n, "gradsync scale_study scratch", 0);
+        if (!shared_blocks)
+            shared_blocks = new (std::malloc(sizeof(std::set<void*>))) std::set<void*>();
+        shared_blocks->insert(p);
+        return p;
+    }
+    if (void* p = std::malloc(n ? n : 1))
+        return p;
+    throw std::bad_alloc();
+}
+
+void release(void* p) noexcept
+{
+    if (!p)
+        return;
+    if (shared_blocks && shared_blocks->erase(p)) {
+        smpi_shared_free(p);
+        return;
+    }
+    std::free(p);
+}
+
+struct options {
+    std::vector<std::size_t> sizes;
+    std::vector<std::string> sides;
+    std::string policy = "sum";
+    int reps = 3;
+    bool check = false;
+    bool whole = false; // --cut whole
+    bool predict = false;
+};
+
+[[noreturn]] void usage(const std::string& why)
+{
+    std::fprintf(stderr,
+                 "scale_study: %s\nusage: scale_study --sizes B[,B...] [--sides NAME[,NAME...]] "
+                 "[--policy sum|adasum] [--reps R] [--check] [--cut transport|whole] [--predict]\nsides: gradsync's",
+                 why.c_str());
+    for (const char* s : gradsync_sides)
+        std::fprintf(stderr, " %s", s);
+    std::fprintf(stderr, "; SMPI's");
+    for (const smpi_side& s : smpi_sides)
+        std::fprintf(stderr, " %s", s.name);
+    std::fprintf(stderr, " (SMPI's run Sum only)\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    std::abort();
+}
+
+std::vector<std::string> split(const std::string& text)
+{
+    std::vector<std::string> out;
+    std::size_t from = 0;
+    while (from <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', from), text.size());
+        if (comma > from)
+            out.push_back(text.substr(from, comma - from));
+        from = comma + 1;
+    }
+    return out;
+}
+
+options parse(int argc, char** argv)
+{
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc)
+                usage(a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--sizes") {
+            for (const std::string& s : split(value())) {
+                char* end = nullptr;
+                const unsigned long bytes = std::strtoul(s.c_str(), &end, 10);
+                if (*end || bytes == 0 || bytes % sizeof(float))
+                    usage("size '" + s + "' is not a positive multiple of 4 bytes");
+                o.sizes.push_back(bytes);
+            }
+        } else if (a == "--sides") {
+            o.sides = split(value());
+        } else if (a == "--policy") {
+            o.policy = value();
+            if (o.policy != "sum" && o.policy != "adasum")
+                usage("policy '" + o.policy + "' is not sum or adasum");
+        } else if (a == "--reps") {
+            o.reps = std::atoi(value().c_str());
+            if (o.reps < 1)
+                usage("--reps must be at least 1");
+        } else if (a == "--cut") {
+            const std::string cut = value();
+            if (cut != "transport" && cut != "whole")
+                usage("cut '" + cut + "' is not transport or whole");
+            o.whole = cut == "whole";
+        } else if (a == "--predict") {
+            o.predict = true;
+        } else if (a == "--check") {
+            o.check = true;
+        } else {
+            usage("unknown argument '" + a + "'");
+        }
+    }
+    if (o.sizes.empty())
+        usage("no --sizes");
+    if (o.sides.empty()) {
+        o.sides.assign(std::begin(gradsync_sides), std::end(gradsync_sides));
+        if (o.policy == "sum")
+            for (const smpi_side& s : smpi_sides)
+                o.sides.emplace_back(s.name);
+    }
+    return o;
+}
+
+const smpi_side* find_smpi(const std::string& name)
+{
+    for (const smpi_side& s : smpi_sides)
+        if (name == s.name)
+            return &s;
+    return nullptr;
+}
+
+bool is_gradsync(const std::string& name)
+{
+    return std::find_if(std::begin(gradsync_sides), std::end(gradsync_sides),
+                        [&](const char* s) { return name == s; }) != std::end(gradsync_sides);
+}
+
+// One side's call on `data`, made ready (reducer planned) for this size.
+using call = std::function<void(std::span<float>)>;
+
+constexpr std::size_t never = std::size_t(1) << 60; // a cut no message reaches
+
+template <class Policy>
+call gradsync_call(gradsync::mpi_communicator& comm, const options& o, const std::string& side, std::size_t count)
+{
+    using C = gradsync::mpi_communicator;
+    gradsync::reducer_options cut;
+    if (o.whole)
+        cut.pipeline.segment_bytes = never;
+    auto made = [&](auto algorithm) -> call {
+        using A = decltype(algorithm);
+        auto r = std::make_shared<gradsync::reducer<float, C, Policy, A>>(comm, count, algorithm, cut);
+        return [r](std::span<float> d) { (*r)(d); };
+    };
+    if (side == "ring")
+        return made(gradsync::ring{});
+    if (side == "recursive_halving")
+        return made(gradsync::recursive_halving{});
+    if (side == "recursive_doubling")
+        return made(gradsync::recursive_doubling{});
+    if (side == "hierarchical")
+        return made(gradsync::hierarchical{});
+    return made(gradsync::automatic{});
+}
+
+call make_call(gradsync::mpi_communicator& comm, const options& o, const std::string& side, std::size_t count)
+{
+    if (const smpi_side* s = find_smpi(side)) {
+        // SMPI's algorithms take no MPI_IN_PLACE (MPI_Allreduce copies for them), so neither
+        // do they here: the copy is arithmetic, which the study leaves out for both sides.
+        auto input = std::make_shared<std::vector<float>>(count);
+        return [s, &comm, input](std::span<float> d) {
+            std::copy(d.begin(), d.end(), input->begin());
+            if (s->run(input->data(), d.data(), int(d.size()), MPI_FLOAT, MPI_SUM, comm.native()) != MPI_SUCCESS)
+                throw gradsync::communication_error(std::string("SMPI's allreduce__") + s->name + " failed");
+        };
+    }
+    if (o.policy == "adasum")
+        return gradsync_call<gradsync::adasum>(comm, o, side, count);
+    return gradsync_call<gradsync::sum>(comm, o, side, count);
+}
+
+// Rank r's input: integer values below 8, so that every sum of up to 2^21 ranks is exact.
+void fill(std::span<float> d, int rank)
+{
+    for (std::size_t i = 0; i < d.size(); ++i)
+        d[i] = float((std::size_t(rank) * 3 + i) % 8) - 3.0f;
+}
+
+bool exact(std::span<const float> d, const options& o, int size, MPI_Comm world)
+{
+    bool ok = true;
+    if (o.policy == "sum") {
+        for (std::size_t i = 0; i < d.size() && ok; ++i) {
+            double want = 0;
+            for (int r = 0; r < size; ++r)
+                want += double((std::size_t(r) * 3 + i) % 8) - 3.0;
+            ok = double(d[i]) == want;
+        }
+    } else {
+        std::vector<float> first(d.begin(), d.end());
+        MPI_Bcast(first.data(), int(first.size()), MPI_FLOAT, 0, world);
+        ok = std::memcmp(first.data(), d.data(), d.size_bytes()) == 0;
+    }
+    int mine = ok ? 1 : 0, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, world);
+    return all == 1;
+}
+
+namespace gp = gradsync::planner;
+
+// Half the round trip of `bytes` between ranks a and b (the others wait), the median of 3.
+double one_way(std::vector<char>& buffer, std::size_t bytes, int a, int b, int rank, MPI_Comm world)
+{
+    std::vector<double> t;
+    for (int rep = 0; rep < 3; ++rep) {
+        MPI_Barrier(world);
+        const double start = MPI_Wtime();
+        if (rank == a) {
+            MPI_Send(buffer.data(), int(bytes), MPI_BYTE, b, 0, world);
+            MPI_Recv(buffer.data(), int(bytes), MPI_BYTE, b, 0, world, MPI_STATUS_IGNORE);
+        } else if (rank == b) {
+            MPI_Recv(buffer.data(), int(bytes), MPI_BYTE, a, 0, world, MPI_STATUS_IGNORE);
+            MPI_Send(buffer.data(), int(bytes), MPI_BYTE, a, 0, world);
+        }
+        t.push_back((MPI_Wtime() - start) / 2);
+    }
+    std::sort(t.begin(), t.end());
+    double median = t[1];
+    MPI_Bcast(&median, 1, MPI_DOUBLE, a, world);
+    return median;
+}
+
+gp::link_parameters fitted_link(int a, int b, int rank, MPI_Comm world)
+{
+    std::vector<char> buffer(std::size_t(16) << 20);
+    std::vector<std::pair<double, double>> samples;
+    for (std::size_t bytes = 4096; bytes <= buffer.size(); bytes *= 4)
+        samples.emplace_back(double(bytes), one_way(buffer, bytes, a, b, rank, world));
+    const gp::linear_cost c = gp::fit_linear_cost(samples).cost;
+    return {std::max(0.0, c.a), c.b, 0.0};
+}
+
+struct links {
+    gp::link_parameters across, inside;
+    int per_host = 1;
+};
+
+links measured_links(int rank, int size, MPI_Comm world)
+{
+    links l;
+    MPI_Comm host;
+    MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host);
+    MPI_Comm_size(host, &l.per_host);
+    MPI_Comm_free(&host);
+    l.across = size > 1 ? fitted_link(0, size / 2, rank, world) : gp::link_parameters{};
+    l.inside = l.per_host > 1 ? fitted_link(0, 1, rank, world) : l.across;
+    return l;
+}
+
+// The cost line's time for a gradsync side, or a negative number where there is none
+// (hierarchical Adasum, whose line is adasum_recursive_halving's on the block).
+double predicted(const links& l, const std::string& side, const std::string& policy, std::size_t bytes, int n)
+{
+    const bool adasum = policy == "adasum";
+    std::string algorithm = side;
+    if (side == "automatic")
+        switch (gradsync::automatic{}.choose(bytes, bytes / sizeof(float), n)) {
+        case gradsync::recursive_doubling::code: algorithm = "recursive_doubling"; break;
+        case gradsync::recursive_halving::code: algorithm = "recursive_halving"; break;
+        default: algorithm = "ring";
+        }
+    const double m = double(bytes);
+    if (algorithm == "ring")
+        return (adasum ? gp::ring_adasum_cost(l.across, n, 1) : gp::ring_cost(l.across, n))(m);
+    if (algorithm == "recursive_halving")
+        return (adasum ? gp::recursive_halving_adasum_cost(l.across, n, 1) : gp::recursive_halving_cost(l.across, n))(m);
+    if (algorithm == "recursive_doubling")
+        return (adasum ? gp::recursive_doubling_adasum_cost(l.across, n) : gp::recursive_doubling_cost(l.across, n))(m);
+    if (algorithm == "hierarchical" && !adasum && n % l.per_host == 0)
+        return gp::hierarchical_cost(l.inside, l.across, n, l.per_host)(m);
+    return -1;
+}
+
+double timed(const call& run, std::span<float> d, MPI_Comm world)
+{
+    MPI_Barrier(world);
+    const double start = MPI_Wtime();
+    run(d);
+    double mine = MPI_Wtime() - start, slowest = 0;
+    MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
+    return slowest;
+}
+
+} // namespace
+
+void* operator new(std::size_t n) { return allocate(n); }
+void* operator new[](std::size_t n) { return allocate(n); }
+void operator delete(void* p) noexcept { release(p); }
+void operator delete[](void* p) noexcept { release(p); }
+void operator delete(void* p, std::size_t) noexcept { release(p); }
+void operator delete[](void* p, std::size_t) noexcept { release(p); }
+
+int main(int argc, char** argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const options o = parse(argc, argv);
+    for (const std::string& side : o.sides)
+        if (!is_gradsync(side) && !find_smpi(side))
+            usage("unknown side '" + side + "'");
+        else if (o.policy == "adasum" && !is_gradsync(side))
+            usage("side '" + side + "' is SMPI's, which has no Adasum");
+    share_large = !o.check;
+    int status = 0;
+    try {
+        gradsync::mpi_options transport;
+        if (o.whole)
+            transport.eager_limit = never;
+        gradsync::mpi_communicator comm(MPI_COMM_WORLD, transport);
+        const links measured = o.predict ? measured_links(rank, size, MPI_COMM_WORLD) : links{};
+        if (rank == 0)
+            std::printf("ranks,bytes,policy,side,seconds,exact,predicted\n");
+        for (const std::size_t bytes : o.sizes) {
+            const std::size_t count = bytes / sizeof(float);
+            float* data = o.check ? static_cast<float*>(std::malloc(bytes))
+                                  : static_cast<float*>(SMPI_SHARED_MALLOC(bytes));
+            const std::span<float> d(data, count);
+            for (const std::string& side : o.sides) {
+                const call run = make_call(comm, o, side, count);
+                fill(d, rank);
+                run(d); // untimed: the first call of a plan
+                const bool ok = !o.check || exact(d, o, size, MPI_COMM_WORLD);
+                std::vector<double> times;
+                for (int r = 0; r < o.reps; ++r)
+                    times.push_back(timed(run, d, MPI_COMM_WORLD));
+                std::sort(times.begin(), times.end());
+                const double line = o.predict && is_gradsync(side) ? predicted(measured, side, o.policy, bytes, size) : -1;
+                if (rank == 0) {
+                    std::printf("%d,%zu,%s,%s,%.9g,%s,", size, bytes, o.policy.c_str(), side.c_str(),
+                                times[times.size() / 2], o.check ? (ok ? "yes" : "NO") : "-");
+                    if (line >= 0)
+                        std::printf("%.9g", line);
+                    std::printf("\n");
+                }
+                std::fflush(stdout);
+                if (o.check && !ok)
+                    status = 1;
+            }
+            if (o.check)
+                std::free(data);
+            else
+                SMPI_SHARED_FREE(data);
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "scale_study (rank %d of %d): %s\n", rank, size, e.what());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Finalize();
+    return status;
+}

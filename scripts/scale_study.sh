@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The scale study (docs/results_scale.md): gradsync's allreduce algorithms and SMPI's on
+# simulated clusters (bench/simulation/platforms), N = 16 to 1 024 ranks, 4 KiB to 64 MiB,
+# Sum and Adasum, every rank's arithmetic left out of the simulated time
+# (smpi/simulate-computation:no) for both sides. One CSV per platform in OUT (default
+# build/scale_study): ranks,bytes,policy,side,seconds,exact.
+#   scripts/scale_study.sh [OUT]
+# Environment: PLATFORMS (names under bench/simulation/platforms, without .xml), RANKS, SIZES
+# (bytes), CUT (transport or whole: how gradsync cuts its messages, bench/simulation/scale_study.cpp).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+need_packages "${build_packages[@]}" libsimgrid-dev catch2 libbenchmark-dev
+out=${1:-build/scale_study}
+platforms=${PLATFORMS:-"fat_tree_10g_1 fat_tree_100g_1 torus_10g_1 torus_100g_1 fat_tree_10g_8 fat_tree_100g_8 torus_10g_8 torus_100g_8"}
+ranks=${RANKS:-"16 64 256 1024"}
+sizes=${SIZES:-"4096,65536,1048576,16777216,67108864"}
+cut=${CUT:-transport}
+study=build/release/bench/simulation/scale_study
+cmake --preset release >/dev/null
+cmake --build --preset release --target scale_study
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for platform in $platforms; do
+  per=${platform##*_}
+  csv=$out/$platform.csv
+  echo "ranks,bytes,policy,side,seconds,exact" > "$csv"
+  for n in $ranks; do
+    for ((h = 0; h < (n + per - 1) / per; h++)); do echo "host-$h:$per"; done > "$work/hosts"
+    for policy in sum adasum; do
+      start=$SECONDS
+      smpirun -np "$n" -platform "bench/simulation/platforms/$platform.xml" -hostfile "$work/hosts" \
+        --cfg=smpi/simulate-computation:no --cfg=smpi/tmpdir:"$work" --log=root.thres:warning \
+        "$study" --sizes "$sizes" --policy "$policy" --reps 1 --cut "$cut" | tail -n +2 >> "$csv"
+      echo "$platform N=$n $policy: $((SECONDS - start)) s"
+    done
+  done
+done
+echo "scale study: $out/*.csv"
