@@ -3,7 +3,7 @@
 # simulated clusters (bench/simulation/platforms), N = 16 to 1 024 ranks, 4 KiB to 64 MiB,
 # Sum and Adasum, every rank's arithmetic left out of the simulated time
 # (smpi/simulate-computation:no) for both sides. One CSV per platform in OUT (default
-# build/scale_study): ranks,bytes,policy,side,seconds,exact.
+# build/scale_study): ranks,bytes,policy,side,seconds,exact,predicted (bench/simulation/scale_study.cpp).
 #   scripts/scale_study.sh [OUT]
 # Environment: PLATFORMS (names under bench/simulation/platforms, without .xml), RANKS, SIZES
 # (bytes), CUT (transport or whole: how gradsync cuts its messages, bench/simulation/scale_study.cpp).
@@ -25,14 +25,14 @@ trap 'rm -rf "$work"' EXIT
 for platform in $platforms; do
   per=${platform##*_}
   csv=$out/$platform.csv
-  echo "ranks,bytes,policy,side,seconds,exact" > "$csv"
+  echo "ranks,bytes,policy,side,seconds,exact,predicted" > "$csv"
   for n in $ranks; do
     for ((h = 0; h < (n + per - 1) / per; h++)); do echo "host-$h:$per"; done > "$work/hosts"
     for policy in sum adasum; do
       start=$SECONDS
       smpirun -np "$n" -platform "bench/simulation/platforms/$platform.xml" -hostfile "$work/hosts" \
         --cfg=smpi/simulate-computation:no --cfg=smpi/tmpdir:"$work" --log=root.thres:warning \
-        "$study" --sizes "$sizes" --policy "$policy" --reps 1 --cut "$cut" | tail -n +2 >> "$csv"
+        "$study" --sizes "$sizes" --policy "$policy" --reps 1 --cut "$cut" --predict | tail -n +2 >> "$csv"
       echo "$platform N=$n $policy: $((SECONDS - start)) s"
     done
   done

@@ -5,6 +5,11 @@ from the same parameters; rank 0's medians and the ratios to gloo (above 1: fast
 
     /usr/bin/python3 bench/python/ddp_step.py --spawn 2 --model lenet
     /usr/bin/python3 bench/python/ddp_step.py --spawn 2 --model mlp25m
+    /usr/bin/python3 bench/python/ddp_step.py --spawn 2 --model mlp25m --bucket-cap planned
+
+--bucket-cap gives every side the same bucket_cap_mb: a number, or "planned", the cap
+gradsync.torch.buckets chooses from this model's backward profile and the gradsync group's
+measured all_reduce cost (docs/python.md, "Bucket size").
 """
 import copy
 import statistics
@@ -35,15 +40,28 @@ def body(rank, world, gloo, a):
 
     torch.manual_seed(0)
     model = {"lenet": lenet, "mlp25m": mlp25m}[a.model]()
+    data = torch.Generator().manual_seed(rank)
+    x, y = torch.randn(a.batch, 1, 28, 28, generator=data), torch.randint(0, 10, (a.batch,), generator=data)
+    cap = 25.0
+    if a.bucket_cap == "planned":
+        from gradsync.torch import buckets
+        probe = copy.deepcopy(model)
+        profile = buckets.backward_profile(probe, lambda: nn.functional.cross_entropy(probe(x), y))
+        choice = buckets.bucket_cap(profile, buckets.measured_cost())
+        cap = choice.bucket_cap_mb
+        if rank == 0:
+            print(f"planned bucket_cap_mb {cap:.3f}: predicted {choice.predicted_s * 1e3:.2f} ms, "
+                  f"25 MB {choice.default_s * 1e3:.2f} ms, MG-WFBP {choice.mgwfbp_s * 1e3:.2f} ms, "
+                  f"optimum {choice.optimal_s * 1e3:.2f} ms")
+    elif a.bucket_cap is not None:
+        cap = float(a.bucket_cap)
     sides = {
-        "gloo": DistributedDataParallel(copy.deepcopy(model), process_group=gloo),
-        "gradsync": DistributedDataParallel(copy.deepcopy(model)),
-        "gradsync+adasum": DistributedDataParallel(copy.deepcopy(model)),
+        "gloo": DistributedDataParallel(copy.deepcopy(model), process_group=gloo, bucket_cap_mb=cap),
+        "gradsync": DistributedDataParallel(copy.deepcopy(model), bucket_cap_mb=cap),
+        "gradsync+adasum": DistributedDataParallel(copy.deepcopy(model), bucket_cap_mb=cap),
     }
     sides["gradsync+adasum"].register_comm_hook(None, hooks.adasum)
     optimizers = {name: torch.optim.SGD(m.parameters(), lr=0.01) for name, m in sides.items()}
-    data = torch.Generator().manual_seed(rank)
-    x, y = torch.randn(a.batch, 1, 28, 28, generator=data), torch.randint(0, 10, (a.batch,), generator=data)
 
     def step(name):
         optimizers[name].zero_grad()
@@ -65,7 +83,7 @@ def body(rank, world, gloo, a):
         params = sum(p.numel() for p in model.parameters())
         base = statistics.median(times["gloo"])
         print(f"DDP step, {a.model} ({params / 1e6:.2f} M parameters), batch {a.batch}, {world} ranks, "
-              f"{a.steps} interleaved steps")
+              f"bucket_cap_mb {cap:.3f}, {a.steps} interleaved steps")
         for name in names:
             m = statistics.median(times[name])
             print(f"{name:>16} {m * 1e3:9.2f} ms  gloo/this {base / m:5.2f}")
@@ -75,6 +93,7 @@ def options(parser):
     parser.add_argument("--model", choices=["lenet", "mlp25m"], default="lenet")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--bucket-cap", help='bucket_cap_mb for every side: MB, or "planned"')
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ and the last reduction end; this module picks the cap whose buckets it predicts 
 
 docs/python.md ("Bucket size") says what the prediction leaves out.
 """
+import math
 import statistics
 import time
 from typing import Callable, List, NamedTuple, Optional
@@ -135,9 +136,11 @@ def ddp_buckets(params: List[int], cap_bytes: int, first_bucket_bytes: int = dis
 def bucket_cap(profile: Profile, cost: Cost, bytes_per_element: int = 4,
                first_bucket_bytes: int = dist._DEFAULT_FIRST_BUCKET_BYTES) -> BucketChoice:
     """The cap whose DDP buckets the planner predicts end first; among equal predictions, the
-    fewest buckets. Every cap DDP could be given forms the buckets of one of the candidates
-    tried, the byte sums of runs of consecutive parameters (a bucket closes once its run
-    reaches the cap): O(L^3) for L parameters, about a second at L = 200."""
+    fewest buckets, then the cap nearest DDP's default of 25 MiB (caps that form the same
+    buckets tie, and the default surprises least). Every cap DDP could be given forms the
+    buckets of one of the candidates tried, the default and the byte sums of runs of
+    consecutive parameters (a bucket closes once its run reaches the cap): O(L^3) for L
+    parameters, about a second at L = 200."""
     params, backward_s = list(profile.params), list(profile.backward_s)
     if not params:
         raise ValueError("gradsync.torch.buckets.bucket_cap: the profile has no layer")
@@ -146,7 +149,7 @@ def bucket_cap(profile: Profile, cost: Cost, bytes_per_element: int = 4,
         return predicted_s(params, backward_s, groups, cost.a, cost.b, bytes_per_element)
 
     sizes = [p * bytes_per_element for p in params]
-    candidates = set()
+    candidates = {25 * MiB}
     for first in range(len(sizes)):
         total = 0
         for size in sizes[first:]:
@@ -154,12 +157,12 @@ def bucket_cap(profile: Profile, cost: Cost, bytes_per_element: int = 4,
             if total > 0:
                 candidates.add(total)
     best = None
-    for cap in sorted(candidates or {1}):  # no bytes at all: one bucket, whatever the cap
+    for cap in sorted(candidates):
         groups = ddp_buckets(params, cap, first_bucket_bytes, bytes_per_element)
-        key = (predict(groups), len(groups))
+        key = (predict(groups), len(groups), abs(math.log(cap / (25 * MiB))))
         if best is None or key < best[0]:
             best = (key, cap)
-    (best_s, _), cap = best
+    (best_s, _, _), cap = best
     default = ddp_buckets(params, 25 * MiB, first_bucket_bytes, bytes_per_element)
     return BucketChoice(cap / MiB, best_s, predict(default),
                         predict(planned_groups(params, backward_s, cost.a, cost.b, bytes_per_element, "mgwfbp")),
