@@ -36,60 +36,15 @@
 
 #include <gradsync/comm/mpi/mpi.hpp>
 #include <gradsync/gradsync.hpp>
-#include <gradsync/planner/cost_model.hpp>
+
+#include "cost_lines.hpp"
+#include "smpi_allreduce.hpp"
 
 static_assert(gradsync::detail::simulated_mpi, "scale_study is built with SimGrid's smpicxx");
 
-// SMPI's allreduce algorithms, exported by libsimgrid (src/smpi/colls): what
-// --cfg=smpi/allreduce:NAME selects for MPI_Allreduce, callable side by side in one run.
-namespace simgrid::smpi {
-#define GRADSYNC_SMPI_ALLREDUCE(name) int allreduce__##name(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
-GRADSYNC_SMPI_ALLREDUCE(lr)
-GRADSYNC_SMPI_ALLREDUCE(rab1)
-GRADSYNC_SMPI_ALLREDUCE(rab2)
-GRADSYNC_SMPI_ALLREDUCE(rab_rdb)
-GRADSYNC_SMPI_ALLREDUCE(rdb)
-GRADSYNC_SMPI_ALLREDUCE(smp_binomial)
-GRADSYNC_SMPI_ALLREDUCE(smp_binomial_pipeline)
-GRADSYNC_SMPI_ALLREDUCE(smp_rdb)
-GRADSYNC_SMPI_ALLREDUCE(smp_rsag)
-GRADSYNC_SMPI_ALLREDUCE(smp_rsag_lr)
-GRADSYNC_SMPI_ALLREDUCE(smp_rsag_rab)
-GRADSYNC_SMPI_ALLREDUCE(redbcast)
-GRADSYNC_SMPI_ALLREDUCE(ompi_ring_segmented)
-GRADSYNC_SMPI_ALLREDUCE(mvapich2_rs)
-GRADSYNC_SMPI_ALLREDUCE(mvapich2_two_level)
-GRADSYNC_SMPI_ALLREDUCE(rab)
-GRADSYNC_SMPI_ALLREDUCE(ompi)
-GRADSYNC_SMPI_ALLREDUCE(mpich)
-GRADSYNC_SMPI_ALLREDUCE(mvapich2)
-GRADSYNC_SMPI_ALLREDUCE(impi)
-#undef GRADSYNC_SMPI_ALLREDUCE
-} // namespace simgrid::smpi
-
 namespace {
 
-using smpi_allreduce = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
-
-struct smpi_side {
-    const char* name;
-    smpi_allreduce run;
-};
-
-#define GRADSYNC_SMPI_SIDE(name) {#name, &simgrid::smpi::allreduce__##name}
-const smpi_side smpi_sides[] = {
-    GRADSYNC_SMPI_SIDE(lr),         GRADSYNC_SMPI_SIDE(rab1),
-    GRADSYNC_SMPI_SIDE(rab2),       GRADSYNC_SMPI_SIDE(rab_rdb),
-    GRADSYNC_SMPI_SIDE(rdb),        GRADSYNC_SMPI_SIDE(smp_binomial),
-    GRADSYNC_SMPI_SIDE(smp_binomial_pipeline), GRADSYNC_SMPI_SIDE(smp_rdb),
-    GRADSYNC_SMPI_SIDE(smp_rsag),   GRADSYNC_SMPI_SIDE(smp_rsag_lr),
-    GRADSYNC_SMPI_SIDE(smp_rsag_rab), GRADSYNC_SMPI_SIDE(redbcast),
-    GRADSYNC_SMPI_SIDE(ompi_ring_segmented), GRADSYNC_SMPI_SIDE(mvapich2_rs),
-    GRADSYNC_SMPI_SIDE(mvapich2_two_level), GRADSYNC_SMPI_SIDE(rab),
-    GRADSYNC_SMPI_SIDE(ompi),       GRADSYNC_SMPI_SIDE(mpich),
-    GRADSYNC_SMPI_SIDE(mvapich2),   GRADSYNC_SMPI_SIDE(impi),
-};
-#undef GRADSYNC_SMPI_SIDE
+using namespace scale_study;
 
 const char* const gradsync_sides[] = {"ring", "recursive_halving", "recursive_doubling", "hierarchical",
                                       "automatic"};
@@ -218,14 +173,6 @@ options parse(int argc, char** argv)
     return o;
 }
 
-const smpi_side* find_smpi(const std::string& name)
-{
-    for (const smpi_side& s : smpi_sides)
-        if (name == s.name)
-            return &s;
-    return nullptr;
-}
-
 bool is_gradsync(const std::string& name)
 {
     return std::find_if(std::begin(gradsync_sides), std::end(gradsync_sides),
@@ -302,81 +249,6 @@ bool exact(std::span<const float> d, const options& o, int size, MPI_Comm world)
     int mine = ok ? 1 : 0, all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, world);
     return all == 1;
-}
-
-namespace gp = gradsync::planner;
-
-// Half the round trip of `bytes` between ranks a and b (the others wait), the median of 3.
-double one_way(std::vector<char>& buffer, std::size_t bytes, int a, int b, int rank, MPI_Comm world)
-{
-    std::vector<double> t;
-    for (int rep = 0; rep < 3; ++rep) {
-        MPI_Barrier(world);
-        const double start = MPI_Wtime();
-        if (rank == a) {
-            MPI_Send(buffer.data(), int(bytes), MPI_BYTE, b, 0, world);
-            MPI_Recv(buffer.data(), int(bytes), MPI_BYTE, b, 0, world, MPI_STATUS_IGNORE);
-        } else if (rank == b) {
-            MPI_Recv(buffer.data(), int(bytes), MPI_BYTE, a, 0, world, MPI_STATUS_IGNORE);
-            MPI_Send(buffer.data(), int(bytes), MPI_BYTE, a, 0, world);
-        }
-        t.push_back((MPI_Wtime() - start) / 2);
-    }
-    std::sort(t.begin(), t.end());
-    double median = t[1];
-    MPI_Bcast(&median, 1, MPI_DOUBLE, a, world);
-    return median;
-}
-
-gp::link_parameters fitted_link(int a, int b, int rank, MPI_Comm world)
-{
-    std::vector<char> buffer(std::size_t(16) << 20);
-    std::vector<std::pair<double, double>> samples;
-    for (std::size_t bytes = 4096; bytes <= buffer.size(); bytes *= 4)
-        samples.emplace_back(double(bytes), one_way(buffer, bytes, a, b, rank, world));
-    const gp::linear_cost c = gp::fit_linear_cost(samples).cost;
-    return {std::max(0.0, c.a), c.b, 0.0};
-}
-
-struct links {
-    gp::link_parameters across, inside;
-    int per_host = 1;
-};
-
-links measured_links(int rank, int size, MPI_Comm world)
-{
-    links l;
-    MPI_Comm host;
-    MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host);
-    MPI_Comm_size(host, &l.per_host);
-    MPI_Comm_free(&host);
-    l.across = size > 1 ? fitted_link(0, size / 2, rank, world) : gp::link_parameters{};
-    l.inside = l.per_host > 1 ? fitted_link(0, 1, rank, world) : l.across;
-    return l;
-}
-
-// The cost line's time for a gradsync side, or a negative number where there is none
-// (hierarchical Adasum, whose line is adasum_recursive_halving's on the block).
-double predicted(const links& l, const std::string& side, const std::string& policy, std::size_t bytes, int n)
-{
-    const bool adasum = policy == "adasum";
-    std::string algorithm = side;
-    if (side == "automatic")
-        switch (gradsync::automatic{}.choose(bytes, bytes / sizeof(float), n)) {
-        case gradsync::recursive_doubling::code: algorithm = "recursive_doubling"; break;
-        case gradsync::recursive_halving::code: algorithm = "recursive_halving"; break;
-        default: algorithm = "ring";
-        }
-    const double m = double(bytes);
-    if (algorithm == "ring")
-        return (adasum ? gp::ring_adasum_cost(l.across, n, 1) : gp::ring_cost(l.across, n))(m);
-    if (algorithm == "recursive_halving")
-        return (adasum ? gp::recursive_halving_adasum_cost(l.across, n, 1) : gp::recursive_halving_cost(l.across, n))(m);
-    if (algorithm == "recursive_doubling")
-        return (adasum ? gp::recursive_doubling_adasum_cost(l.across, n) : gp::recursive_doubling_cost(l.across, n))(m);
-    if (algorithm == "hierarchical" && !adasum && n % l.per_host == 0)
-        return gp::hierarchical_cost(l.inside, l.across, n, l.per_host)(m);
-    return -1;
 }
 
 double timed(const call& run, std::span<float> d, MPI_Comm world)
