@@ -201,13 +201,8 @@ study run_profile(comm_type& comm, const arguments& a, const std::string& path)
     const std::size_t total = offset.back();
     const std::vector<double> ready_s = gp::ready_times(profile);
 
-    // Sizes from a small layer's to the whole gradient: WFBP's many small allreduces are
-    // priced by the intercept, which sizes from 1/256 of the gradient up do not pin down.
-    std::vector<std::size_t> counts{1024, 16384};
-    for (std::size_t d : {64, 16, 4, 1})
-        counts.push_back(std::max<std::size_t>(total / d, 1));
-    const gp::fit_result fit =
-        gp::calibrate<float, comm_type, gradsync::average, gradsync::ring>(comm, counts, a.repetitions);
+    const gp::fit_result fit = gp::calibrate<float, comm_type, gradsync::average, gradsync::ring>(
+        comm, gp::model_counts(total), a.repetitions);
     const gp::linear_cost cost{std::max(fit.cost.a, 0.0), std::max(fit.cost.b, 0.0)};
 
     const std::vector<std::pair<std::string, gp::merge_plan>> plans{

@@ -28,8 +28,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <new>
-#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +36,7 @@
 #include <gradsync/gradsync.hpp>
 
 #include "cost_lines.hpp"
+#include "shared_memory_hook.hpp"
 #include "smpi_allreduce.hpp"
 
 static_assert(gradsync::detail::simulated_mpi, "scale_study is built with SimGrid's smpicxx");
@@ -48,39 +47,6 @@ using namespace scale_study;
 
 const char* const gradsync_sides[] = {"ring", "recursive_halving", "recursive_doubling", "hierarchical",
                                       "automatic"};
-
-// Allocations from this size up share one block of simulated memory across ranks (SMPI's
-// shared malloc) when --check is off: the reducers' scratch, which are std::vectors, go
-// through operator new, which this program replaces (linked -Bsymbolic-functions, so its own
-// code binds to it).
-constexpr std::size_t shared_from = std::size_t(1) << 20;
-bool share_large = false;
-std::set<void*>* shared_blocks = nullptr; // made at the first shared allocation
-
-void* allocate(std::size_t n)
-{
-    if (share_large && n >= shared_from) {
-        void* p = smpi_shared_malloc(n, "gradsync scale_study scratch", 0);
-        if (!shared_blocks)
-            shared_blocks = new (std::malloc(sizeof(std::set<void*>))) std::set<void*>();
-        shared_blocks->insert(p);
-        return p;
-    }
-    if (void* p = std::malloc(n ? n : 1))
-        return p;
-    throw std::bad_alloc();
-}
-
-void release(void* p) noexcept
-{
-    if (!p)
-        return;
-    if (shared_blocks && shared_blocks->erase(p)) {
-        smpi_shared_free(p);
-        return;
-    }
-    std::free(p);
-}
 
 struct options {
     std::vector<std::size_t> sizes;
@@ -263,13 +229,6 @@ double timed(const call& run, std::span<float> d, MPI_Comm world)
 
 } // namespace
 
-void* operator new(std::size_t n) { return allocate(n); }
-void* operator new[](std::size_t n) { return allocate(n); }
-void operator delete(void* p) noexcept { release(p); }
-void operator delete[](void* p) noexcept { release(p); }
-void operator delete(void* p, std::size_t) noexcept { release(p); }
-void operator delete[](void* p, std::size_t) noexcept { release(p); }
-
 int main(int argc, char** argv)
 {
     MPI_Init(&argc, &argv);
@@ -282,7 +241,7 @@ int main(int argc, char** argv)
             usage("unknown side '" + side + "'");
         else if (o.policy == "adasum" && !is_gradsync(side))
             usage("side '" + side + "' is SMPI's, which has no Adasum");
-    share_large = !o.check;
+    simulation::share_large_allocations(!o.check);
     int status = 0;
     try {
         gradsync::mpi_options transport;

@@ -3,7 +3,8 @@
 // squares (fit_linear_cost). The only planner header that communicates.
 //
 // Per size: one reducer (planned once), one untimed warm-up run, then `repetitions` runs
-// timed with std::chrono::steady_clock; this rank's sample is their median. The per-rank
+// timed with Clock (std::chrono::steady_clock; under a simulator, its simulated clock:
+// comm/mpi/detail/simulation.hpp); this rank's sample is their median. The per-rank
 // medians (one double per size) are then averaged over the ranks with the library's
 // allreduce, so every rank fits identical samples and returns the identical fit. The
 // buffer is refilled before every run (untimed), so Sum never overflows to infinity.
@@ -34,7 +35,19 @@
 
 namespace gradsync::planner {
 
-template <element T, communicator C, class Policy = sum, class Algorithm = automatic>
+// Element counts to calibrate for a model of `total` elements: 1 024 and 16 384 (a small
+// layer's), then 1/64, 1/16, 1/4 and all of the model. Plans of one allreduce per layer are
+// priced by the intercept, which sizes from a fraction of the model up do not pin down.
+inline std::vector<std::size_t> model_counts(std::size_t total)
+{
+    std::vector<std::size_t> counts{1024, 16384};
+    for (std::size_t d : {64, 16, 4, 1})
+        counts.push_back(std::max<std::size_t>(total / d, 1));
+    return counts;
+}
+
+template <element T, communicator C, class Policy = sum, class Algorithm = automatic,
+          class Clock = std::chrono::steady_clock>
 fit_result calibrate(C& comm, std::span<const std::size_t> element_counts, int repetitions, Policy = {},
                      Algorithm algorithm = {})
 {
@@ -81,9 +94,9 @@ fit_result calibrate(C& comm, std::span<const std::size_t> element_counts, int r
         reduce(v);
         for (double& s : seconds) {
             refill();
-            const auto start = std::chrono::steady_clock::now();
+            const auto start = Clock::now();
             reduce(v);
-            s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            s = std::chrono::duration<double>(Clock::now() - start).count();
         }
         std::sort(seconds.begin(), seconds.end());
         const std::size_t m = seconds.size();
