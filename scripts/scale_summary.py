@@ -6,7 +6,8 @@
 Per platform (one CSV each), per (N, size), for Sum:
   - automatic's time, the fastest side of either collection and its time,
   - best / automatic (at least 0.95 is the goal: automatic within 5% of the best),
-  - each MPI selector's time / automatic's (at least 1.0: never slower than a selector);
+  - each MPI selector's time / automatic's (at least 1.0: never slower than a selector),
+  - best / tuned, where the CSV has tuned (which measures gradsync's candidates);
 then Adasum / Sum per gradsync algorithm, and, where the CSV has predictions (--predict), each
 cost line's error (predicted / simulated).
 """
@@ -15,7 +16,7 @@ import csv
 import os
 import sys
 
-GRADSYNC = ["ring", "recursive_halving", "recursive_doubling", "hierarchical", "automatic"]
+GRADSYNC = ["ring", "recursive_halving", "recursive_doubling", "hierarchical", "automatic"]  # Sum and Adasum
 SELECTORS = ["ompi", "mpich", "mvapich2", "impi"]
 
 
@@ -55,11 +56,13 @@ def summary(path):
         best = sides[best_side][0]
         ratio = best / auto
         selectors = [f"{sides[s][0] / auto:.3f}" if s in sides else "-" for s in SELECTORS]
-        lines.append([n, size_text(b), f"{auto * 1e3:.4g}", best_side, f"{best * 1e3:.4g}", f"{ratio:.3f}"] + selectors)
+        tuned = f"{best / sides['tuned'][0]:.3f}" if "tuned" in sides else "-"
+        lines.append([n, size_text(b), f"{auto * 1e3:.4g}", best_side, f"{best * 1e3:.4g}", f"{ratio:.3f}"] + selectors +
+                     [tuned])
         if ratio < 0.95 or any(s in sides and sides[s][0] / auto < 1.0 for s in SELECTORS):
             misses.append((n, b))
     print(table(["N", "size", "automatic ms", "fastest", "its ms", "fastest / automatic"] +
-                [f"{s} / automatic" for s in SELECTORS], lines))
+                [f"{s} / automatic" for s in SELECTORS] + ["fastest / tuned"], lines))
     print(f"\n{len(lines) - len(misses)} of {len(lines)} points meet both goals.\n")
 
     lines = []

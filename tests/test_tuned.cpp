@@ -1,3 +1,6 @@
+// automatic's rule: recursive doubling while the bytes a host's link carries in its steps
+// (M, or k*M where k of N ranks share each host) stay within small_bytes, on the rule's own
+// arithmetic and on a reducer over ranks that report hosts of k (or uneven hosts: k = 1).
 // tuned over local_group: every call, while tuning and after, gives the exact result of
 // integer-valued data on every rank with the same bits; tuning ends after 6 * rounds calls
 // with the same candidate on every rank; on an emulated link that charges per message the
@@ -211,5 +214,81 @@ TEST_CASE("tuned refuses fewer than two rounds on every rank", "[tuned]")
     for (const auto& o : out) {
         CHECK(o.k == gradsync_test::kind::usage);
         CHECK_THAT(o.what, Catch::Matchers::Contains("rounds is 1"));
+    }
+}
+
+TEST_CASE("automatic takes recursive doubling while the bytes through a host's link stay within small_bytes",
+          "[tuned]")
+{
+    const gradsync::automatic a;
+    constexpr std::uint32_t doubling = gradsync::recursive_doubling::code, halving = gradsync::recursive_halving::code;
+    const std::size_t small = a.small_bytes;
+    CHECK(a.choose(small, small, 8) == doubling);
+    CHECK(a.choose(small + 1, small + 1, 8) == halving);
+    CHECK(a.choose(small / 8, small, 64, 8) == doubling);
+    CHECK(a.choose(small / 8 + 1, small, 64, 8) == halving);
+    CHECK(a.choose(small / 3, small, 6, 3) == doubling); // 3 * 10922 <= 32768
+    CHECK(a.choose(small / 3 + 1, small, 6, 3) == halving);
+    CHECK(a.choose(small, small, 8, 8) == doubling); // one host: no link between hosts
+    CHECK(a.choose(small, small, 8, 1) == doubling);
+    CHECK(a.choose(4, 1, 64, 8) == doubling);         // fewer elements than ranks
+}
+
+namespace {
+
+// local_communicator seen as ranks on hosts of `per_host` ranks (0: hosts of unequal sizes,
+// which ranks_per_node() refuses, as the MPI and Gloo transports do), sharing no memory.
+class on_hosts {
+public:
+    using request = local_communicator::request;
+    on_hosts(local_communicator& inner, int per_host) : inner_(&inner), per_host_(per_host) {}
+    int rank() const { return inner_->rank(); }
+    int size() const { return inner_->size(); }
+    request isend(std::span<const std::byte> data, int peer, int tag) { return inner_->isend(data, peer, tag); }
+    request irecv(std::span<std::byte> data, int peer, int tag) { return inner_->irecv(data, peer, tag); }
+    void wait(request& r) { inner_->wait(r); }
+    bool may_share_memory() const { return false; }
+    int ranks_per_node() const
+    {
+        if (per_host_ == 0)
+            throw gradsync::usage_error("hosts hold unequal numbers of ranks");
+        return per_host_;
+    }
+
+private:
+    local_communicator* inner_;
+    int per_host_;
+};
+
+} // namespace
+
+TEST_CASE("automatic asks the communicator for its ranks per host, and takes 1 where hosts are uneven", "[tuned]")
+{
+    const int n = 8;
+    constexpr std::uint32_t doubling = gradsync::recursive_doubling::code, halving = gradsync::recursive_halving::code;
+    const std::size_t per_host_limit = gradsync::automatic{}.small_bytes / 4 / sizeof(float); // k = 4
+    struct chosen {
+        std::uint32_t at_limit = 0, above = 0;
+    };
+    for (const int per_host : {4, 0}) {
+        CAPTURE(per_host);
+        std::vector<chosen> seen(std::size_t(n), chosen{});
+        std::vector<std::vector<float>> sums(static_cast<std::size_t>(n));
+        local_group group(n);
+        CHECK(run_ranks(group, [&](local_communicator& inner) {
+                  on_hosts comm(inner, per_host);
+                  auto& mine = seen[std::size_t(comm.rank())];
+                  gradsync::reducer<float, on_hosts> at_limit(comm, per_host_limit), above(comm, per_host_limit + 1);
+                  mine.at_limit = at_limit.plan().chosen();
+                  mine.above = above.plan().chosen();
+                  std::vector<float> v(per_host_limit + 1, float(comm.rank() + 1));
+                  above(std::span<float>(v));
+                  sums[std::size_t(comm.rank())] = v;
+              }) == "");
+        for (std::size_t r = 0; r < seen.size(); ++r) {
+            CHECK(seen[r].at_limit == doubling);
+            CHECK(seen[r].above == (per_host == 4 ? halving : doubling));
+            CHECK(sums[r] == std::vector<float>(per_host_limit + 1, float(n * (n + 1) / 2)));
+        }
     }
 }

@@ -74,7 +74,7 @@ inline double predicted(const links& l, const std::string& side, const std::stri
     const bool adasum = policy == "adasum";
     std::string algorithm = side;
     if (side == "automatic")
-        switch (gradsync::automatic{}.choose(bytes, bytes / sizeof(float), n)) {
+        switch (gradsync::automatic{}.choose(bytes, bytes / sizeof(float), n, l.per_host)) {
         case gradsync::recursive_doubling::code: algorithm = "recursive_doubling"; break;
         case gradsync::recursive_halving::code: algorithm = "recursive_halving"; break;
         default: algorithm = "ring";

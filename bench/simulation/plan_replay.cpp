@@ -160,8 +160,7 @@ void run(comm_type& comm, const options& o)
     const std::vector<double> ready_s = gp::ready_times(profile);
 
     const gp::fit_result fit =
-        gp::calibrate<float, comm_type, gradsync::average, gradsync::ring, gradsync::detail::mpi_wtime_clock>(
-            comm, gp::model_counts(total), 1);
+        gp::calibrate<float, comm_type, gradsync::average, gradsync::ring>(comm, gp::model_counts(total), 1);
     const gp::linear_cost cost{std::max(fit.cost.a, 0.0), std::max(fit.cost.b, 0.0)};
 
     std::deque<replayed_plan> plans;

@@ -1,9 +1,10 @@
 // The scale study's program (scripts/scale_study.sh, docs/results_scale.md), built with
 // SimGrid's smpicxx and started by smpirun on a simulated platform. For each size it times,
 // on simulated time (MPI_Wtime), every side asked for: gradsync's reducers (ring,
-// recursive_halving, recursive_doubling, hierarchical, automatic; Sum or Adasum over float)
-// and SMPI's own allreduce algorithms and selectors over MPI_FLOAT and MPI_SUM, called by
-// their names in one run. Each side runs once untimed, then `reps` times timed between
+// recursive_halving, recursive_doubling, hierarchical, automatic; Sum or Adasum over float;
+// and tuned, Sum only, which measures its candidates on simulated time) and SMPI's own
+// allreduce algorithms and selectors over MPI_FLOAT and MPI_SUM, called by their names in
+// one run. Each side runs once untimed (tuned: through its tuning), then `reps` times timed between
 // barriers; its time is the slowest rank's, the median over reps (simulated time repeats
 // exactly unless the platform is shared). One CSV line per (size, side) on rank 0:
 //   ranks,bytes,policy,side,seconds,exact,predicted
@@ -46,7 +47,11 @@ namespace {
 using namespace scale_study;
 
 const char* const gradsync_sides[] = {"ring", "recursive_halving", "recursive_doubling", "hierarchical",
-                                      "automatic"};
+                                      "automatic", "tuned"};
+
+// tuned measures its candidates (at most 7) over its first rounds * candidates calls.
+constexpr int tuned_rounds = 7;
+constexpr int tuned_warmup_calls = tuned_rounds * 7;
 
 struct options {
     std::vector<std::size_t> sizes;
@@ -131,7 +136,9 @@ options parse(int argc, char** argv)
     if (o.sizes.empty())
         usage("no --sizes");
     if (o.sides.empty()) {
-        o.sides.assign(std::begin(gradsync_sides), std::end(gradsync_sides));
+        for (const char* s : gradsync_sides)
+            if (o.policy == "sum" || std::string(s) != "tuned")
+                o.sides.emplace_back(s);
         if (o.policy == "sum")
             for (const smpi_side& s : smpi_sides)
                 o.sides.emplace_back(s.name);
@@ -170,6 +177,9 @@ call gradsync_call(gradsync::mpi_communicator& comm, const options& o, const std
         return made(gradsync::recursive_doubling{});
     if (side == "hierarchical")
         return made(gradsync::hierarchical{});
+    if constexpr (gradsync::has_plan<float, C, gradsync::tuned, Policy>)
+        if (side == "tuned")
+            return made(gradsync::tuned{.rounds = tuned_rounds});
     return made(gradsync::automatic{});
 }
 
@@ -241,6 +251,8 @@ int main(int argc, char** argv)
             usage("unknown side '" + side + "'");
         else if (o.policy == "adasum" && !is_gradsync(side))
             usage("side '" + side + "' is SMPI's, which has no Adasum");
+        else if (o.policy == "adasum" && side == "tuned")
+            usage("tuned measures elementwise policies only, not Adasum");
     simulation::share_large_allocations(!o.check);
     int status = 0;
     try {
@@ -258,8 +270,10 @@ int main(int argc, char** argv)
             const std::span<float> d(data, count);
             for (const std::string& side : o.sides) {
                 const call run = make_call(comm, o, side, count);
-                fill(d, rank);
-                run(d); // untimed: the first call of a plan
+                for (int warm = side == "tuned" ? tuned_warmup_calls : 1; warm > 0; --warm) {
+                    fill(d, rank);
+                    run(d); // untimed: the first call of a plan, and tuned's tuning
+                }
                 const bool ok = !o.check || exact(d, o, size, MPI_COMM_WORLD);
                 std::vector<double> times;
                 for (int r = 0; r < o.reps; ++r)

@@ -36,6 +36,10 @@
 // link that sharing memory would bypass (delay_communicator): shared-memory plans refuse it
 // and automatic leaves them out. Without it, true.
 //
+// Optional: C::clock, the std::chrono clock on which the transport's time passes (a
+// simulator's clock, comm/mpi/detail/simulation.hpp): what measures it (tuned, calibration)
+// reads clock_of<C>. Without it, std::chrono::steady_clock.
+//
 // A transport that can see the peer's next message, and finds it stamped for another reducer
 // or call of the same base (tags::foreign) while it waits for a receive, throws
 // foreign_message_error instead of waiting for a message that is not coming.
@@ -118,6 +122,20 @@ bool may_share_memory(const C& c)
     else
         return true;
 }
+
+template <class C>
+struct transport_clock {
+    using type = std::chrono::steady_clock;
+};
+
+template <class C>
+    requires requires { typename C::clock; }
+struct transport_clock<C> {
+    using type = typename C::clock;
+};
+
+template <class C>
+using clock_of = typename transport_clock<C>::type;
 
 template <communicator C>
 constexpr bool releasable = requires(C& c) { c.release(); };

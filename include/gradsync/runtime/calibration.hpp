@@ -3,8 +3,8 @@
 // squares (fit_linear_cost). The only planner header that communicates.
 //
 // Per size: one reducer (planned once), one untimed warm-up run, then `repetitions` runs
-// timed with Clock (std::chrono::steady_clock; under a simulator, its simulated clock:
-// comm/mpi/detail/simulation.hpp); this rank's sample is their median. The per-rank
+// timed on the transport's clock (clock_of<C>: std::chrono::steady_clock, or a simulator's
+// simulated seconds, comm/mpi/detail/simulation.hpp); this rank's sample is their median. The per-rank
 // medians (one double per size) are then averaged over the ranks with the library's
 // allreduce, so every rank fits identical samples and returns the identical fit. The
 // buffer is refilled before every run (untimed), so Sum never overflows to infinity.
@@ -46,8 +46,7 @@ inline std::vector<std::size_t> model_counts(std::size_t total)
     return counts;
 }
 
-template <element T, communicator C, class Policy = sum, class Algorithm = automatic,
-          class Clock = std::chrono::steady_clock>
+template <element T, communicator C, class Policy = sum, class Algorithm = automatic>
 fit_result calibrate(C& comm, std::span<const std::size_t> element_counts, int repetitions, Policy = {},
                      Algorithm algorithm = {})
 {
@@ -94,9 +93,9 @@ fit_result calibrate(C& comm, std::span<const std::size_t> element_counts, int r
         reduce(v);
         for (double& s : seconds) {
             refill();
-            const auto start = Clock::now();
+            const auto start = clock_of<C>::now();
             reduce(v);
-            s = std::chrono::duration<double>(Clock::now() - start).count();
+            s = std::chrono::duration<double>(clock_of<C>::now() - start).count();
         }
         std::sort(seconds.begin(), seconds.end());
         const std::size_t m = seconds.size();

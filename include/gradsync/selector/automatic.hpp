@@ -2,13 +2,17 @@
 // rank of the group on rank 0's host, able to map one shared region: comm/shared/region.hpp)
 // reduce through shared memory (shared_memory), faster than any message at every size
 // (docs/results.md); automatic{.share_memory = false} leaves it out. Otherwise, from the
-// vector size in bytes (M) and the rank count (N):
-//   M <= small_bytes or count < N   -> recursive_doubling (latency-bound: log2 N rounds)
+// vector size in bytes (M), the rank count (N) and the ranks per host (k: the communicator's
+// ranks_per_node() where it has one and hosts hold equal runs of consecutive ranks, else 1),
+// with L = k*M where 1 < k < N (in recursive doubling's steps between hosts the k ranks of a
+// host send M each over the host's one link: on the simulated hosts of 8 ranks recursive
+// halving took 0.15 to 0.93 of its time from 8 to 32 KiB, docs/results_scale.md), else L = M:
+//   L <= small_bytes or count < N   -> recursive_doubling (latency-bound: log2 N rounds)
 //   N a power of two                -> recursive_halving  (log2 N rounds, optimal bandwidth)
 //   otherwise, M >= ring_bytes      -> ring  (no folding: folding moves 2M more bytes on
 //                                             the folded ranks)
 //   otherwise                       -> recursive_halving
-// Every rank computes the same choice: the rule from the same (M, N), the shared region's
+// Every rank computes the same choice: the rule from the same (M, N, k), the shared region's
 // verdict from rank 0. The rule is the same for every policy and every memory
 // (memory/host_memory.hpp): the chosen algorithm's plan for the policy and memory comes from
 // the table (selector/plan_table.hpp), so a memory space makes the host path's choice and sends
@@ -16,6 +20,7 @@
 #pragma once
 
 #include <bit>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -27,6 +32,7 @@
 #include <gradsync/algorithm/ring.hpp>
 #include <gradsync/algorithm/shared_memory.hpp>
 #include <gradsync/core/codes.hpp>
+#include <gradsync/core/error.hpp>
 #include <gradsync/core/hash.hpp>
 #include <gradsync/plan/plan.hpp>
 
@@ -47,16 +53,38 @@ struct automatic {
         return detail::mix_in(detail::mix_in(detail::mix(small_bytes), ring_bytes), share_memory ? 1 : 0);
     }
 
-    // Code of the message-passing algorithm chosen for `bytes` per rank over `ranks` ranks.
-    std::uint32_t choose(std::size_t bytes, std::size_t count, int ranks) const noexcept
+    // Code of the message-passing algorithm chosen for `bytes` per rank over `ranks` ranks,
+    // `ranks_per_host` of them on each host.
+    std::uint32_t choose(std::size_t bytes, std::size_t count, int ranks, int ranks_per_host = 1) const noexcept
     {
-        if (bytes <= small_bytes || count < std::size_t(ranks))
+        const std::size_t sharing = ranks_per_host > 1 && ranks_per_host < ranks ? std::size_t(ranks_per_host) : 1;
+        if (bytes <= small_bytes / sharing || count < std::size_t(ranks)) // L <= small_bytes, L = sharing * M
             return recursive_doubling::code;
         if (std::has_single_bit(unsigned(ranks)) || bytes < ring_bytes)
             return recursive_halving::code;
         return ring::code;
     }
 };
+
+// k for automatic::choose: comm.ranks_per_node() where the communicator has it (collective)
+// and hosts hold equal runs of consecutive ranks, else 1 (no host shares its link). Only a
+// vector that recursive doubling could take asks (`bytes` <= small_bytes): every rank has
+// the same bytes, so every rank asks or none does.
+template <communicator C>
+int ranks_per_host_for(C& comm, const automatic& rule, std::size_t bytes)
+{
+    if constexpr (requires { { comm.ranks_per_node() } -> std::convertible_to<int>; }) {
+        if (bytes > rule.small_bytes || comm.size() < 3)
+            return 1;
+        try {
+            return comm.ranks_per_node();
+        } catch (const usage_error&) { // uneven hosts, the same verdict on every rank
+            return 1;
+        }
+    } else {
+        return 1;
+    }
+}
 
 // The three candidates' plans come from the table, which must be complete where these are
 // instantiated (selector/plan_table.hpp includes this header and is included by the reducers).
@@ -90,7 +118,6 @@ class automatic_plan : public plan_types<automatic, C, typename Memory::template
 
 public:
     automatic_plan(C& comm, const layer_layout& layout, const plan_options<automatic>& options)
-        : chosen_(options.algorithm.choose(layout.total() * sizeof(T), layout.total(), comm.size()))
     {
         if constexpr (shares)
             if (options.algorithm.share_memory && comm.size() > 1 &&
@@ -98,6 +125,9 @@ public:
                 chosen_ = shared_memory::code;
                 return;
             }
+        const std::size_t bytes = layout.total() * sizeof(T);
+        chosen_ = options.algorithm.choose(bytes, layout.total(), comm.size(),
+                                           ranks_per_host_for(comm, options.algorithm, bytes));
         plan_.emplace(make_candidate<T, C, Policy, Memory>(comm, layout, chosen_, options.pipeline));
     }
 
@@ -129,7 +159,7 @@ private:
         return std::visit(f, *self.plan_);
     }
 
-    std::uint32_t chosen_;
+    std::uint32_t chosen_ = 0;
     std::optional<shared_plan> shared_;
     std::optional<candidate_plan<T, C, Policy, Memory>> plan_;
 };

@@ -146,9 +146,9 @@ public:
         }
         const std::size_t round = calls_ / candidates_, turn = calls_ % candidates_;
         const std::size_t k = round % 2 ? candidates_ - 1 - turn : turn;
-        const auto start = std::chrono::steady_clock::now();
+        const auto start = clock_of<C>::now();
         run_candidate(k, comm, data, tag);
-        times_[k * rounds_ + round] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        times_[k * rounds_ + round] = std::chrono::duration<double>(clock_of<C>::now() - start).count();
         if (++calls_ == tuning_calls())
             choose(comm, tag);
     }
@@ -171,9 +171,10 @@ private:
     }
 
     // The index of rule's candidate.
-    static std::size_t candidate_of(const C& comm, const automatic& rule, std::size_t count)
+    static std::size_t candidate_of(C& comm, const automatic& rule, std::size_t count)
     {
-        const std::uint32_t code = rule.choose(count * sizeof(T), count, comm.size());
+        const std::uint32_t code = rule.choose(count * sizeof(T), count, comm.size(),
+                                               ranks_per_host_for(comm, rule, count * sizeof(T)));
         const std::size_t k = std::size_t(std::find(std::begin(codes), std::end(codes) - 1, code) - std::begin(codes));
         return 2 * std::min<std::size_t>(k, 2) + (receives_first(comm) ? 1 : 0);
     }

@@ -180,6 +180,7 @@ public:
         std::atomic<bool>* broken = nullptr;     // the communicator's: a cancel did not complete
     };
     using request = detail::owned_request<request_state>;
+    using clock = detail::mpi_wait_clock; // simulated seconds under SMPI
 
     static constexpr std::size_t default_eager_limit = mpi_options{}.eager_limit;
 
