@@ -8,6 +8,7 @@
 # under bench/simulation/platforms, default fat_tree_10g_1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 source scripts/deps.sh
 need_packages "${build_packages[@]}" libsimgrid-dev catch2 libbenchmark-dev
 ranks=${RANKS:-"8 16 32 64"}
@@ -25,9 +26,10 @@ for scale in $scales; do
   for profile in examples/profiles/googlenet_k80.csv examples/profiles/resnet50.csv; do
     for n in $ranks; do
       for ((h = 0; h < n; h++)); do echo "host-$h:1"; done > "$work/hosts"
-      smpirun -np "$n" -platform "bench/simulation/platforms/$platform.xml" -hostfile "$work/hosts" \
+      # smpirun unrolls the hostfile into the directory it runs in: $work, not the tree
+      (cd "$work" && smpirun -np "$n" -platform "$root/bench/simulation/platforms/$platform.xml" -hostfile hosts \
         --cfg=smpi/simulate-computation:no --cfg=smpi/tmpdir:"$work" --log=root.thres:warning \
-        "$replay" --profile "$profile" --scale "$scale" $header
+        "$root/$replay" --profile "$root/$profile" --scale "$scale" $header)
       header=
     done
   done

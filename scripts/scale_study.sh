@@ -9,6 +9,7 @@
 # (bytes), CUT (transport or whole: how gradsync cuts its messages, bench/simulation/scale_study.cpp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 source scripts/deps.sh
 need_packages "${build_packages[@]}" libsimgrid-dev catch2 libbenchmark-dev
 out=${1:-build/scale_study}
@@ -30,9 +31,10 @@ for platform in $platforms; do
     for ((h = 0; h < (n + per - 1) / per; h++)); do echo "host-$h:$per"; done > "$work/hosts"
     for policy in sum adasum; do
       start=$SECONDS
-      smpirun -np "$n" -platform "bench/simulation/platforms/$platform.xml" -hostfile "$work/hosts" \
+      # smpirun unrolls the hostfile into the directory it runs in: $work, not the tree
+      (cd "$work" && smpirun -np "$n" -platform "$root/bench/simulation/platforms/$platform.xml" -hostfile hosts \
         --cfg=smpi/simulate-computation:no --cfg=smpi/tmpdir:"$work" --log=root.thres:warning \
-        "$study" --sizes "$sizes" --policy "$policy" --reps 1 --cut "$cut" --predict | tail -n +2 >> "$csv"
+        "$root/$study" --sizes "$sizes" --policy "$policy" --reps 1 --cut "$cut" --predict) | tail -n +2 >> "$csv"
       echo "$platform N=$n $policy: $((SECONDS - start)) s"
     done
   done
