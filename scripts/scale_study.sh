@@ -6,7 +6,8 @@
 # build/scale_study): ranks,bytes,policy,side,seconds,exact,predicted (bench/simulation/scale_study.cpp).
 #   scripts/scale_study.sh [OUT]
 # Environment: PLATFORMS (names under bench/simulation/platforms, without .xml), RANKS, SIZES
-# (bytes), CUT (transport or whole: how gradsync cuts its messages, bench/simulation/scale_study.cpp).
+# (bytes), CUT (transport or whole: how gradsync cuts its messages, bench/simulation/scale_study.cpp),
+# SIDES (comma-separated; default every side; Adasum runs the gradsync ones among them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -17,10 +18,15 @@ platforms=${PLATFORMS:-"fat_tree_10g_1 fat_tree_100g_1 torus_10g_1 torus_100g_1 
 ranks=${RANKS:-"16 64 256 1024"}
 sizes=${SIZES:-"4096,65536,1048576,16777216,67108864"}
 cut=${CUT:-transport}
+sides=${SIDES:-}
 study=build/release/bench/simulation/scale_study
 cmake --preset release >/dev/null
 cmake --build --preset release --target scale_study
 mkdir -p "$out"
+side_list() { # POLICY: SIDES, for Adasum only gradsync's (SMPI's have no Adasum, tuned runs Sum only)
+  if [ "$1" = sum ]; then echo "$sides"; return; fi
+  tr , '\n' <<< "$sides" | grep -xE 'ring|recursive_halving|recursive_doubling|hierarchical|automatic' | paste -sd,
+}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for platform in $platforms; do
@@ -34,7 +40,8 @@ for platform in $platforms; do
       # smpirun unrolls the hostfile into the directory it runs in: $work, not the tree
       (cd "$work" && smpirun -np "$n" -platform "$root/bench/simulation/platforms/$platform.xml" -hostfile hosts \
         --cfg=smpi/simulate-computation:no --cfg=smpi/tmpdir:"$work" --log=root.thres:warning \
-        "$root/$study" --sizes "$sizes" --policy "$policy" --reps 1 --cut "$cut" --predict) | tail -n +2 >> "$csv"
+        "$root/$study" --sizes "$sizes" --policy "$policy" --reps 1 --cut "$cut" --predict \
+        ${sides:+--sides "$(side_list "$policy")"}) | tail -n +2 >> "$csv"
       echo "$platform N=$n $policy: $((SECONDS - start)) s"
     done
   done

@@ -12,6 +12,8 @@
 // memory (mpi_options' eager limit of 4000 bytes: blocks of up to 16 eager messages go as
 // eager pieces; exchange_combine's 256 KiB segments). "whole": every block one message, as
 // SMPI's algorithms send them, so that the same algorithm sends the same messages.
+// --segment B, --window W: exchange_combine's segment size and segments in flight
+// (pipeline_options; 262144 and 2 by default).
 // predicted: with --predict, the `cost:` line of the gradsync algorithm (planner/cost_model.hpp;
 // automatic: the one it chose), with gamma = 0 (the arithmetic is left out) and alpha, beta
 // fitted to a ping-pong (half the round trip) of 4 KiB to 16 MiB between rank 0 and rank N/2,
@@ -60,6 +62,7 @@ struct options {
     int reps = 3;
     bool check = false;
     bool whole = false; // --cut whole
+    gradsync::pipeline_options pipeline{}; // --segment, --window: exchange_combine's segments
     bool predict = false;
 };
 
@@ -67,7 +70,8 @@ struct options {
 {
     std::fprintf(stderr,
                  "scale_study: %s\nusage: scale_study --sizes B[,B...] [--sides NAME[,NAME...]] "
-                 "[--policy sum|adasum] [--reps R] [--check] [--cut transport|whole] [--predict]\nsides: gradsync's",
+                 "[--policy sum|adasum] [--reps R] [--check] [--cut transport|whole] [--segment B] [--window W] "
+                 "[--predict]\nsides: gradsync's",
                  why.c_str());
     for (const char* s : gradsync_sides)
         std::fprintf(stderr, " %s", s);
@@ -125,6 +129,16 @@ options parse(int argc, char** argv)
             if (cut != "transport" && cut != "whole")
                 usage("cut '" + cut + "' is not transport or whole");
             o.whole = cut == "whole";
+        } else if (a == "--segment" || a == "--window") {
+            const std::string v = value();
+            char* end = nullptr;
+            const unsigned long k = std::strtoul(v.c_str(), &end, 10);
+            if (*end || k == 0)
+                usage(a + " '" + v + "' is not a positive number");
+            if (a == "--segment")
+                o.pipeline.segment_bytes = k;
+            else
+                o.pipeline.window = int(k);
         } else if (a == "--predict") {
             o.predict = true;
         } else if (a == "--check") {
@@ -161,7 +175,7 @@ template <class Policy>
 call gradsync_call(gradsync::mpi_communicator& comm, const options& o, const std::string& side, std::size_t count)
 {
     using C = gradsync::mpi_communicator;
-    gradsync::reducer_options cut;
+    gradsync::reducer_options cut{.pipeline = o.pipeline};
     if (o.whole)
         cut.pipeline.segment_bytes = never;
     auto made = [&](auto algorithm) -> call {
