@@ -4,10 +4,10 @@
 //
 // Per size: one reducer (planned once), one untimed warm-up run, then `repetitions` runs
 // timed on the transport's clock (clock_of<C>: std::chrono::steady_clock, or a simulator's
-// simulated seconds, comm/mpi/detail/simulation.hpp); this rank's sample is their median. The per-rank
-// medians (one double per size) are then averaged over the ranks with the library's
-// allreduce, so every rank fits identical samples and returns the identical fit. The
-// buffer is refilled before every run (untimed), so Sum never overflows to infinity.
+// simulated seconds, comm/mpi/detail/simulation.hpp); this rank's sample is their median.
+// The per-rank medians (one double per size) are then averaged over the ranks with the
+// library's allreduce, so every rank fits identical samples and returns the identical fit.
+// The buffer is refilled before every run (untimed), so Sum never overflows to infinity.
 //
 // Collective: every rank calls it with the same sizes and repetitions. Cost: the sizes'
 // allreduces, (repetitions + 1) each, plus one small allreduce to check the arguments and
