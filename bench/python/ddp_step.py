@@ -1,7 +1,9 @@
 """One DistributedDataParallel training step (forward, backward with DDP's allreduces, SGD)
-over gloo, over gradsync, and over gradsync with the Adasum hook, interleaved in one run:
-each repetition times one step of each model (the order rotating), all three models started
-from the same parameters; rank 0's medians and the ratios to gloo (above 1: faster than gloo).
+over gloo, over gradsync, over gradsync with the Adasum hook, and with no communication at
+all (a hook that hands each bucket back unreduced: the floor no backend can beat on this
+machine), interleaved in one run: each repetition times one step of each model (the order
+rotating), all four models started from the same parameters; rank 0's medians and the ratios
+to gloo (above 1: faster than gloo).
 
     /usr/bin/python3 bench/python/ddp_step.py --spawn 2 --model lenet
     /usr/bin/python3 bench/python/ddp_step.py --spawn 2 --model mlp25m
@@ -35,6 +37,12 @@ def mlp25m():
                          nn.Linear(4096, 1024), nn.ReLU(), nn.Linear(1024, 10))
 
 
+def unreduced(state, bucket):
+    done = torch.futures.Future()
+    done.set_result(bucket.buffer())
+    return done
+
+
 def body(rank, world, gloo, a):
     import gradsync.torch.hooks as hooks
 
@@ -61,6 +69,8 @@ def body(rank, world, gloo, a):
         "gradsync+adasum": DistributedDataParallel(copy.deepcopy(model), bucket_cap_mb=cap),
     }
     sides["gradsync+adasum"].register_comm_hook(None, hooks.adasum)
+    sides["no communication"] = DistributedDataParallel(copy.deepcopy(model), bucket_cap_mb=cap)
+    sides["no communication"].register_comm_hook(None, unreduced)
     optimizers = {name: torch.optim.SGD(m.parameters(), lr=0.01) for name, m in sides.items()}
 
     def step(name):
@@ -74,7 +84,7 @@ def body(rank, world, gloo, a):
             step(name)
     times = {name: [] for name in names}
     for rep in range(a.steps):
-        for name in names[rep % 3:] + names[:rep % 3]:
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
             dist.barrier(group=gloo)
             start = time.perf_counter()
             step(name)
