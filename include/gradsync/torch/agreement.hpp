@@ -16,6 +16,7 @@
 #include <gradsync/collective/verify.hpp>
 #include <gradsync/comm/communicator.hpp>
 #include <gradsync/core/error.hpp>
+#include <gradsync/torch/options.hpp>
 
 namespace gradsync::torch_binding {
 
@@ -100,6 +101,32 @@ void agree_on(Comm& comm, const named_tensors& list, const std::string& prefix)
         if (all[std::size_t(k)] != all[0])
             throw mismatch_error(prefix + "ranks disagree on the module's " + list.kind +
                                  "s: " + detail::difference(list, all[0], all[std::size_t(k)], k));
+}
+
+// Every rank's options that decide which collectives run, and whether its algorithm shares
+// memory, against rank 0's. Collective.
+template <communicator Comm>
+void agree_on(Comm& comm, const data_parallel_options& options, bool shares_memory, const std::string& prefix)
+{
+    const std::vector<std::size_t> mine{std::size_t(options.reduce),      std::size_t(options.broadcast_start),
+                                        std::size_t(options.buffers),     std::size_t(options.accumulate),
+                                        std::size_t(options.local_steps), std::size_t(options.uneven_inputs),
+                                        std::size_t(options.check_every), std::size_t(options.compress),
+                                        std::size_t(shares_memory)};
+    static constexpr const char* names[] = {
+        "data_parallel_options::reduce",      "data_parallel_options::broadcast_start",
+        "data_parallel_options::buffers",     "data_parallel_options::accumulate",
+        "data_parallel_options::local_steps", "data_parallel_options::uneven_inputs",
+        "data_parallel_options::check_every", "data_parallel_options::compress",
+        "whether the algorithm shares memory (share_memory)"};
+    const std::vector<std::size_t> lengths(std::size_t(comm.size()), mine.size());
+    const auto all = gradsync::detail::gather_all(comm, std::span<const std::size_t>(mine), lengths);
+    for (int k = 1; k < comm.size(); ++k)
+        for (std::size_t i = 0; i < mine.size(); ++i)
+            if (all[std::size_t(k)][i] != all[0][i])
+                throw mismatch_error(prefix + "ranks disagree on " + names[i] + ": " + std::to_string(all[0][i]) +
+                                     " on rank 0, " + std::to_string(all[std::size_t(k)][i]) + " on rank " +
+                                     std::to_string(k));
 }
 
 } // namespace gradsync::torch_binding

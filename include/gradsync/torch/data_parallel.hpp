@@ -40,6 +40,7 @@
 #include <gradsync/torch/model_change.hpp>
 #include <gradsync/torch/options.hpp>
 #include <gradsync/torch/planning.hpp>
+#include <gradsync/torch/progress.hpp>
 #include <gradsync/torch/state.hpp>
 
 namespace gradsync {
@@ -61,7 +62,7 @@ public:
     data_parallel(Comm& comm, torch::nn::Module& module, data_parallel_options options = {}, Algorithm algorithm = {})
         : comm_(&comm), options_(std::move(options)), algorithm_(algorithm)
     {
-        check_options();
+        torch_binding::check(options_, sizeof(T), prefix());
         for (const auto& item : module.named_parameters(true))
             (item.value().requires_grad() ? params_ : frozen_).add(item.key(), item.value());
         for (const auto& item : module.named_buffers(true))
@@ -77,12 +78,8 @@ public:
             vote_.emplace(comm);
         gradients_->point_at_views(params_.tensors);
         const std::size_t layers = params_.tensors.size();
-        done_.assign(layers, 0);
-        passes_.assign(layers, 0);
-        hook_calls_.assign(layers, 0);
-        handed_over_at_.assign(layers, clock::time_point{});
+        progress_.emplace(params_, options_.accumulate, prefix());
         measured_.assign(layers, 0.0);
-        next_ = layers;
         if (changes_model()) {
             change_.emplace(gradients_->flat(), layers,
                             [this](const at::Tensor& flat, std::size_t l) { return gradients_->view_of(flat, l); });
@@ -127,9 +124,8 @@ public:
             throw usage_error(prefix() + "it reduces the model change: call step(optimizer), not synchronize()");
         {
             std::lock_guard lock(mutex_);
-            check_passes("synchronize()");
-            while (next_ > 0)
-                hand_over(--next_);
+            progress_->check_passes("synchronize()");
+            progress_->hand_over_rest([&](std::size_t l) { hand_over(l); });
         }
         wait();
         end_iteration(true);
@@ -151,12 +147,11 @@ public:
                 throw usage_error(prefix() + "step() with another optimizer than the one given to overlap()");
             {
                 std::lock_guard lock(mutex_);
-                check_passes("step()");
+                progress_->check_passes("step()");
                 for (std::size_t l = params_.tensors.size(); l-- > 0;)
-                    if (!done_[l])
+                    if (!progress_->done(l))
                         step_locally(l);
-                while (next_ > 0)
-                    hand_over(--next_);
+                progress_->hand_over_rest([&](std::size_t l) { hand_over(l); });
             }
             wait();
             change_->apply(gradients_->views(), params_.tensors);
@@ -165,9 +160,8 @@ public:
         }
         {
             std::lock_guard lock(mutex_);
-            check_passes("step()");
-            std::fill(done_.begin(), done_.end(), 0);
-            std::fill(passes_.begin(), passes_.end(), 0);
+            progress_->check_passes("step()");
+            progress_->restart();
         }
         if (local_steps_ == 0)
             change_->keep_start(params_.tensors);
@@ -202,8 +196,7 @@ public:
             }
             {
                 std::lock_guard lock(mutex_);
-                while (next_ > 0)
-                    hand_over(--next_);
+                progress_->hand_over_rest([&](std::size_t l) { hand_over(l); });
             }
             wait();
             if (!end_iteration(false))
@@ -303,11 +296,11 @@ public:
     // memory the ranks share, reduced there in place with no copy in (reads_shared_buffer()).
     bool gradients_shared() const noexcept { return gradients_->shared(); }
     // How many times each parameter's hook fired since construction.
-    std::span<const std::uint64_t> hook_calls() const noexcept { return hook_calls_; }
+    std::span<const std::uint64_t> hook_calls() const noexcept { return progress_->hook_calls(); }
     std::uint64_t iterations() const noexcept { return iterations_; }
     // When each layer (by index) was handed to the synchronizer in the last iteration, the
     // last layer first, and the start and end of each group's allreduce in it (plan order).
-    std::span<const clock::time_point> handed_over_at() const noexcept { return handed_over_at_; }
+    std::span<const clock::time_point> handed_over_at() const noexcept { return progress_->handed_over_at(); }
     std::span<const group_times> last_times() const
     {
         return std::visit([](const auto& s) { return s->last_times(); }, sync_);
@@ -330,29 +323,10 @@ private:
         change_->keep_start(l, params_.tensors[l]);
         steps_->step(l);
         change_->change_into(l, gradients_->views()[l], params_.tensors[l]);
-        done_[l] = 1;
+        progress_->set_done(l);
     }
 
     std::string prefix() const { return "gradsync::data_parallel (" + where(*comm_) + "): "; }
-
-    void check_options() const
-    {
-        const auto positive = [&](int value, const char* name, int least) {
-            if (value < least)
-                throw usage_error(prefix() + "data_parallel_options::" + name + " is " + std::to_string(value) +
-                                  "; it must be at least " + std::to_string(least));
-        };
-        positive(options_.measure_iterations, "measure_iterations", 0);
-        positive(options_.accumulate, "accumulate", 1);
-        positive(options_.local_steps, "local_steps", 1);
-        positive(options_.check_every, "check_every", 0);
-        if (options_.compress != compression::none && sizeof(T) == 2)
-            throw usage_error(prefix() + "data_parallel_options::compress rounds fp32 or fp64 gradients to 16 bits; "
-                                         "these parameters are 16-bit already");
-        if (options_.local_steps > 1 && !changes_model())
-            throw usage_error(prefix() + "data_parallel_options::local_steps needs reduce = "
-                                         "reduction_target::model_change (gradients are reduced every step)");
-    }
 
     void check_tensors() const
     {
@@ -376,25 +350,7 @@ private:
     {
         for (const named_tensors* list : {&params_, &frozen_, &buffers_})
             torch_binding::agree_on(*comm_, *list, prefix());
-        const std::vector<std::size_t> mine{std::size_t(options_.reduce),   std::size_t(options_.broadcast_start),
-                                            std::size_t(options_.buffers),  std::size_t(options_.accumulate),
-                                            std::size_t(options_.local_steps), std::size_t(options_.uneven_inputs),
-                                            std::size_t(options_.check_every), std::size_t(options_.compress),
-                                            std::size_t(reads_shared_buffer(algorithm_))};
-        static constexpr const char* names[] = {
-            "data_parallel_options::reduce",      "data_parallel_options::broadcast_start",
-            "data_parallel_options::buffers",     "data_parallel_options::accumulate",
-            "data_parallel_options::local_steps", "data_parallel_options::uneven_inputs",
-            "data_parallel_options::check_every", "data_parallel_options::compress",
-            "whether the algorithm shares memory (share_memory)"};
-        const std::vector<std::size_t> lengths(std::size_t(comm_->size()), mine.size());
-        const auto all = gradsync::detail::gather_all(*comm_, std::span<const std::size_t>(mine), lengths);
-        for (int k = 1; k < comm_->size(); ++k)
-            for (std::size_t i = 0; i < mine.size(); ++i)
-                if (all[std::size_t(k)][i] != all[0][i])
-                    throw mismatch_error(prefix() + "ranks disagree on " + names[i] + ": " +
-                                         std::to_string(all[0][i]) + " on rank 0, " +
-                                         std::to_string(all[std::size_t(k)][i]) + " on rank " + std::to_string(k));
+        torch_binding::agree_on(*comm_, options_, reads_shared_buffer(algorithm_), prefix());
     }
 
     // The change in the gradient buffer (zero for a rank that has joined) reduced and applied.
@@ -404,7 +360,7 @@ private:
         {
             std::lock_guard lock(mutex_);
             for (std::size_t l = params_.tensors.size(); l-- > 0;)
-                hand_over(l);
+                hand_over(progress_->stamp(l));
         }
         wait();
         change_->apply(gradients_->views(), params_.tensors);
@@ -417,14 +373,11 @@ private:
     {
         {
             std::lock_guard lock(mutex_);
-            std::fill(done_.begin(), done_.end(), 0);
-            std::fill(passes_.begin(), passes_.end(), 0);
-            next_ = params_.tensors.size();
+            progress_->restart();
         }
         ++iterations_;
         if (measuring_ > 0) {
-            for (std::size_t l = 0; l + 1 < params_.tensors.size(); ++l)
-                measured_[l] += std::chrono::duration<double>(handed_over_at_[l] - handed_over_at_[l + 1]).count();
+            progress_->add_backward_times(measured_);
             if (--measuring_ == 0)
                 build(std::visit(
                     [&]<class W>(const std::unique_ptr<sync_type<W>>&) {
@@ -450,61 +403,34 @@ private:
     void between_iterations(const char* call) const
     {
         std::lock_guard lock(mutex_);
-        if (std::any_of(passes_.begin(), passes_.end(), [](int p) { return p != 0; }))
-            throw usage_error(prefix() + call + " between iterations: backward has run and the iteration has not "
-                                                    "ended");
-    }
-
-    // Every layer's gradient was produced in none or all of the options.accumulate passes.
-    void check_passes(const char* call) const
-    {
-        if (no_sync_)
-            throw usage_error(prefix() + call + " inside a no_sync() scope: end the scope first");
-        const int most = passes_.empty() ? 0 : *std::max_element(passes_.begin(), passes_.end());
-        if (most != 0 && most != options_.accumulate)
-            throw usage_error(prefix() + call + " after " + std::to_string(most) + " of " +
-                              std::to_string(options_.accumulate) +
-                              " backward passes (data_parallel_options::accumulate)");
+        progress_->between_iterations(call);
     }
 
     void set_no_sync(bool on)
     {
         std::lock_guard lock(mutex_);
-        if (on && no_sync_)
-            throw usage_error(prefix() + "no_sync() inside a no_sync() scope");
-        no_sync_ = on;
+        progress_->set_no_sync(on);
     }
 
     // Parameter l's gradient is accumulated (autograd's thread).
     void ready(std::size_t l)
     {
         std::lock_guard lock(mutex_);
-        ++hook_calls_[l];
+        progress_->count_hook(l);
         gradients_->take_back(l, params_.tensors[l].mutable_grad());
-        if (no_sync_)
-            return;
-        if (++passes_[l] > options_.accumulate)
-            throw usage_error(prefix() + params_.name(l) + ": its gradient was produced " +
-                              (options_.accumulate == 1 ? std::string("twice")
-                                                        : std::to_string(passes_[l]) + " times") +
-                              " before synchronize(); " +
-                              (options_.accumulate == 1 ? std::string("one backward per iteration")
-                                                        : "data_parallel_options::accumulate is " +
-                                                            std::to_string(options_.accumulate)));
-        if (passes_[l] < options_.accumulate)
+        if (!progress_->produced(l))
             return;
         if (steps_)
             step_locally(l);
-        done_[l] = 1;
+        progress_->set_done(l);
         if (changes_model() && !steps_)
             return;
-        while (next_ > 0 && done_[next_ - 1])
-            hand_over(--next_);
+        progress_->hand_over_done([&](std::size_t k) { hand_over(k); });
     }
 
+    // Layer l to the synchronizer (progress_ has stamped it).
     void hand_over(std::size_t l)
     {
-        handed_over_at_[l] = clock::now();
         std::visit(
             [&]<class W>(std::unique_ptr<sync_type<W>>& s) {
                 if constexpr (std::is_same_v<W, T>)
@@ -564,13 +490,8 @@ private:
     any_sync sync_;
     planner::profile profile_;
 
-    mutable std::mutex mutex_; // the hand-over state, shared with autograd's thread
-    bool no_sync_ = false;
-    std::vector<char> done_;
-    std::vector<int> passes_;
-    std::size_t next_ = 0; // layers below next_ are not handed over yet this iteration
-    std::vector<std::uint64_t> hook_calls_;
-    std::vector<clock::time_point> handed_over_at_;
+    mutable std::mutex mutex_; // guards progress_, shared with autograd's thread
+    std::optional<torch_binding::layer_progress> progress_;
     std::vector<double> measured_;
     int measuring_ = 0;
     std::uint64_t iterations_ = 0;

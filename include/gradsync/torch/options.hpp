@@ -4,7 +4,9 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
+#include <gradsync/core/error.hpp>
 #include <gradsync/planner/cost_model.hpp>
 #include <gradsync/planner/merge_plan.hpp>
 #include <gradsync/planner/optimal.hpp>
@@ -53,5 +55,30 @@ struct data_parallel_options {
     // Every this many iterations the ranks compare parameters and buffers bit for bit; 0: never.
     int check_every = 0;
 };
+
+namespace torch_binding {
+
+// The options' values on their own, for parameters of element_bytes each: a usage_error
+// after prefix names the first that cannot be.
+inline void check(const data_parallel_options& options, std::size_t element_bytes, const std::string& prefix)
+{
+    const auto at_least = [&](int value, const char* name, int least) {
+        if (value < least)
+            throw usage_error(prefix + "data_parallel_options::" + name + " is " + std::to_string(value) +
+                              "; it must be at least " + std::to_string(least));
+    };
+    at_least(options.measure_iterations, "measure_iterations", 0);
+    at_least(options.accumulate, "accumulate", 1);
+    at_least(options.local_steps, "local_steps", 1);
+    at_least(options.check_every, "check_every", 0);
+    if (options.compress != compression::none && element_bytes == 2)
+        throw usage_error(prefix + "data_parallel_options::compress rounds fp32 or fp64 gradients to 16 bits; "
+                                   "these parameters are 16-bit already");
+    if (options.local_steps > 1 && options.reduce != reduction_target::model_change)
+        throw usage_error(prefix + "data_parallel_options::local_steps needs reduce = "
+                                   "reduction_target::model_change (gradients are reduced every step)");
+}
+
+} // namespace torch_binding
 
 } // namespace gradsync
