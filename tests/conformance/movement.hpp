@@ -1,14 +1,14 @@
 // The data-movement conformance suite (docs/semantics.md, "Allgather, gather, scatter and
 // all-to-all"), once for every transport: a driver declares `conformance::harness`
 // (harness.hpp) and includes this file, which registers the TEST_CASEs (Catch tag
-// [movement]). N = 1..5 over local_group, the launcher's N elsewhere; blocks of 0, 1, 7, 4096
-// and 2^20 bytes (2^16 under ThreadSanitizer: see block_sizes); every root; two calls of one collective, with other data in the second.
-// Every block is checked against its reference, bits of (call, source rank, destination rank)
-// alone (broadcast_data::bits), so a block that went to the wrong place, or nowhere, shows,
-// and data a rank only sends from is checked unchanged. Then misuse, before any data moves:
-// ranks that disagree on the block size, the root or the collective get a mismatch_error on
-// every rank naming the field and the odd rank, and a root out of range is a usage_error on
-// every rank.
+// [movement]). N = 1..5 over local_group, the launcher's N elsewhere; blocks of 0, 1, 7,
+// 4096 and 2^20 bytes (2^16 under ThreadSanitizer: see block_sizes); every root; two calls
+// of one collective, with other data in the second. Every block is checked against its
+// reference, bits of (call, source rank, destination rank) alone (broadcast_data::bits), so
+// a block that went to the wrong place, or nowhere, shows, and data a rank only sends from
+// is checked unchanged. Then misuse, before any data moves: ranks that disagree on the block
+// size, the root or the collective get a mismatch_error on every rank naming the field and
+// the odd rank, and a root out of range is a usage_error on every rank.
 //
 // Rank code records ("" or what went wrong, or the outcome) per rank; CHECKs run after H::run.
 #pragma once
