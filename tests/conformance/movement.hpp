@@ -76,14 +76,15 @@ inline std::string wrong_block(const std::vector<std::byte>& got, const std::vec
     return "";
 }
 
-// "" or the first call that went wrong on this rank: for every block size, two calls of one
-// collective built by make(b); input(call, b) is this rank's data before a call, expected(call,
+// "" or the first call that went wrong on this rank: for every block size of `sizes`, two
+// calls of one collective built by make(b); input(call, b) is this rank's data before a call, expected(call,
 // b) after it. Every call is made whatever an earlier one gave, so that the ranks stay in step.
 template <class Make, class Input, class Expected>
-std::string two_calls(const char* what, Make&& make, Input&& input, Expected&& expected)
+std::string two_calls(const std::vector<std::size_t>& sizes, const char* what, Make&& make, Input&& input,
+                      Expected&& expected)
 {
     std::string failed;
-    for (const std::size_t b : block_sizes) {
+    for (const std::size_t b : sizes) {
         auto collective = make(b);
         for (int call = 1; call <= 2; ++call) {
             std::vector<std::byte> data = input(call, b);
@@ -97,11 +98,11 @@ std::string two_calls(const char* what, Make&& make, Input&& input, Expected&& e
 }
 
 template <class Algorithm, class Comm>
-std::string allgathers(Comm& comm)
+std::string allgathers(Comm& comm, const std::vector<std::size_t>& sizes)
 {
     const int n = comm.size(), r = comm.rank();
     return two_calls(
-        Algorithm::name, [&](std::size_t b) { return gradsync::allgatherer<Comm, Algorithm>(comm, b); },
+        sizes, Algorithm::name, [&](std::size_t b) { return gradsync::allgatherer<Comm, Algorithm>(comm, b); },
         [&](int call, std::size_t b) {
             return blocks(n, [&](int j) { return j == r ? sent(call, r, -1, b) : stale(r, j, b); });
         },
@@ -109,7 +110,7 @@ std::string allgathers(Comm& comm)
 }
 
 template <class Comm>
-std::string gathers(Comm& comm)
+std::string gathers(Comm& comm, const std::vector<std::size_t>& sizes = block_sizes)
 {
     const int n = comm.size(), r = comm.rank();
     std::string failed;
@@ -125,14 +126,14 @@ std::string gathers(Comm& comm)
             return blocks(n, [&](int j) { return sent(call, j, root, b); });
         };
         failed += two_calls(
-            ("gather to rank " + std::to_string(root)).c_str(),
+            sizes, ("gather to rank " + std::to_string(root)).c_str(),
             [&](std::size_t b) { return gradsync::gatherer<Comm>(comm, b, root); }, mine, gathered);
     }
     return failed;
 }
 
 template <class Comm>
-std::string scatters(Comm& comm)
+std::string scatters(Comm& comm, const std::vector<std::size_t>& sizes = block_sizes)
 {
     const int n = comm.size(), r = comm.rank();
     std::string failed;
@@ -148,34 +149,35 @@ std::string scatters(Comm& comm)
             return blocks(n, [&](int j) { return sent(call, root, j, b); }); // only read
         };
         failed += two_calls(
-            ("scatter from rank " + std::to_string(root)).c_str(),
+            sizes, ("scatter from rank " + std::to_string(root)).c_str(),
             [&](std::size_t b) { return gradsync::scatterer<Comm>(comm, b, root); }, mine, scattered);
     }
     return failed;
 }
 
 template <class Comm>
-std::string all_to_alls(Comm& comm)
+std::string all_to_alls(Comm& comm, const std::vector<std::size_t>& sizes = block_sizes)
 {
     const int n = comm.size(), r = comm.rank();
     return two_calls(
-        "all-to-all", [&](std::size_t b) { return gradsync::exchanger<Comm>(comm, b); },
+        sizes, "all-to-all", [&](std::size_t b) { return gradsync::exchanger<Comm>(comm, b); },
         [&](int call, std::size_t b) { return blocks(n, [&](int j) { return sent(call, r, j, b); }); },
         [&](int call, std::size_t b) { return blocks(n, [&](int j) { return sent(call, j, r, b); }); });
 }
 
 template <class Comm>
-std::string every_allgather(Comm& comm)
+std::string every_allgather(Comm& comm, const std::vector<std::size_t>& sizes = block_sizes)
 {
-    return allgathers<gradsync::ring_allgather>(comm) + allgathers<gradsync::bruck_allgather>(comm) +
-        allgathers<gradsync::automatic_allgather>(comm);
+    return allgathers<gradsync::ring_allgather>(comm, sizes) + allgathers<gradsync::bruck_allgather>(comm, sizes) +
+        allgathers<gradsync::automatic_allgather>(comm, sizes);
 }
 
-// Every collective and algorithm of this suite on this rank: "" or what went wrong.
+// Every collective and algorithm of this suite on this rank, blocks of `sizes`: "" or what
+// went wrong.
 template <class Comm>
-std::string every_collective(Comm& comm)
+std::string every_collective(Comm& comm, const std::vector<std::size_t>& sizes = block_sizes)
 {
-    return every_allgather(comm) + gathers(comm) + scatters(comm) + all_to_alls(comm);
+    return every_allgather(comm, sizes) + gathers(comm, sizes) + scatters(comm, sizes) + all_to_alls(comm, sizes);
 }
 
 // each(comm) on every rank of every N of `wanted` the harness runs; every rank's "" checked.
