@@ -359,8 +359,10 @@ private:
     {
         {
             std::lock_guard lock(mutex_);
-            for (std::size_t l = params_.tensors.size(); l-- > 0;)
-                hand_over(progress_->stamp(l));
+            for (std::size_t l = params_.tensors.size(); l-- > 0;) {
+                progress_->stamp(l);
+                hand_over(l);
+            }
         }
         wait();
         change_->apply(gradients_->views(), params_.tensors);

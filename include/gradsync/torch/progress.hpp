@@ -57,24 +57,24 @@ public:
     template <class HandOver>
     void hand_over_done(HandOver&& hand_over)
     {
-        while (next_ > 0 && done_[next_ - 1])
-            hand_over(stamp(--next_));
+        while (next_ > 0 && done_[next_ - 1]) {
+            stamp(--next_);
+            hand_over(next_);
+        }
     }
 
     // hand_over(l) for every layer not gone yet, in order (the iteration's end).
     template <class HandOver>
     void hand_over_rest(HandOver&& hand_over)
     {
-        while (next_ > 0)
-            hand_over(stamp(--next_));
+        while (next_ > 0) {
+            stamp(--next_);
+            hand_over(next_);
+        }
     }
 
-    // Layer l goes now, outside the order (a model change: every layer at once at the step).
-    std::size_t stamp(std::size_t l)
-    {
-        handed_over_at_[l] = clock::now();
-        return l;
-    }
+    // Layer l goes now (also outside the order: a model change, every layer at once at the step).
+    void stamp(std::size_t l) { handed_over_at_[l] = clock::now(); }
 
     // The next iteration: no pass, no layer done or gone.
     void restart()
