@@ -11,8 +11,11 @@
 // check waiting for a peer that is in a call.
 //
 // Reductions run gradsync's reducer<T, gloo_communicator, Policy> with the automatic
-// algorithm: shared memory among the ranks of one host, messages across hosts. A coalesced
-// call's tensors are the layers of one buffer, copied in and out of scratch planned with it.
+// algorithm: shared memory among the ranks of one host, messages across hosts, there with the
+// settings docs/gloo.md gives for Gloo's TCP transport (1 MiB segments, a window of 64,
+// recursive doubling up to 256 KiB), so that receives are announced ahead of the data. A
+// coalesced call's tensors are the layers of one buffer, copied in and out of scratch planned
+// with it.
 #pragma once
 
 #include <algorithm>
@@ -62,7 +65,9 @@ template <class T, class Policy>
 class typed_reduction final : public planned_reduction {
 public:
     typed_reduction(gloo_communicator& comm, const reduction_key& key)
-        : reduce_(comm, key.layers), staging_(key.coalesced ? reduce_.count() : 0)
+        : reduce_(comm, key.layers, automatic{.small_bytes = std::size_t(256) << 10},
+                  {.pipeline = {.segment_bytes = std::size_t(1) << 20, .window = 64}}),
+          staging_(key.coalesced ? reduce_.count() : 0)
     {
     }
 
