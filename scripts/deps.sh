@@ -26,7 +26,8 @@ python_packages=(python3-torch python3-pybind11 pybind11-dev python3-pytest)
 # libFuzzer; Thrust (OpenMP back end) for the device kernels on the CPU; libtorch, zlib and
 # Fashion-MNIST for data_parallel and its example, Gloo's headers for the ProcessGroupGloo
 # benchmark and the Python backend; Doxygen for the API reference; iproute2 (ip, tc) for the
-# test cluster's hosts; SimGrid's SMPI (smpicxx, smpirun) for the scale study's smoke test.
+# test cluster's hosts; SimGrid's SMPI (smpicxx, smpirun) for the scale study's smoke test; Redis
+# (the server, and hiredis for the client) for the Redis store.
 test_packages=("${build_packages[@]}" catch2 libbenchmark-dev openmpi-bin libopenmpi-dev libboost-mpi-dev
   mpich libmpich-dev clang libclang-rt-14-dev libthrust-dev "${torch_packages[@]}" libgloo-dev doxygen iproute2
-  "${python_packages[@]}" libsimgrid-dev)
+  "${python_packages[@]}" libsimgrid-dev redis-server libhiredis-dev)

@@ -34,7 +34,6 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -46,6 +45,7 @@
 #include <gradsync/comm/gloo/rendezvous.hpp>
 #include <gradsync/gradsync.hpp>
 
+#include "cluster_hosts.hpp"
 #include "scratch_dir.hpp"
 #include "summed_exactly.hpp"
 #include "thrown.hpp"
@@ -62,47 +62,14 @@ using outcome = std::string;
 using rank_body = std::function<outcome(int rank, const std::string& address, gloo::rendezvous::Store& store)>;
 
 // The hosts of a case: this host's loopback, or the test cluster's (see the top).
-class hosts {
-public:
+struct hosts {
     static constexpr int stranger = 4; // the host the stranger runs on
 
-    static const hosts& here()
+    static const gradsync_test::cluster_hosts& here()
     {
-        static const hosts h;
+        static const gradsync_test::cluster_hosts h("GRADSYNC_TRUST_ACROSS_HOSTS");
         return h;
     }
-
-    std::string address(int host) const { return net_ + "." + std::to_string(host); }
-
-    // Moves the calling process into `host`'s network; on loopback, nothing.
-    void enter(int host) const
-    {
-        if (prefix_.empty())
-            return;
-        const std::string path = "/run/netns/" + prefix_ + "-h" + std::to_string(host);
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        const bool entered = fd >= 0 && ::setns(fd, CLONE_NEWNET) == 0;
-        if (fd >= 0)
-            ::close(fd);
-        if (!entered)
-            throw std::runtime_error("cannot enter host " + std::to_string(host) + " (" + path +
-                                     "): is the test cluster up? scripts/cluster.sh up 4");
-    }
-
-private:
-    hosts()
-    {
-        const char* across = std::getenv("GRADSYNC_TRUST_ACROSS_HOSTS");
-        if (across == nullptr || std::string(across) != "1")
-            return;
-        const char* prefix = std::getenv("GRADSYNC_CLUSTER");
-        const char* net = std::getenv("GRADSYNC_CLUSTER_NET");
-        prefix_ = prefix ? prefix : "gs";
-        net_ = net ? net : "10.77.0";
-    }
-
-    std::string prefix_;         // empty on loopback
-    std::string net_ = "127.0.0";
 };
 
 using gradsync_test::thrown;
