@@ -13,7 +13,7 @@
 #   6 algorithms         algorithm/
 #   7 selectors          selector/ (automatic, tuned, the plan table)
 #   8 collectives        collective/ (allreduce, broadcast, their device forms, the check)
-#   9 runtime            runtime/
+#   9 runtime            runtime/, elastic/
 #  10 front doors        the headers at the top of gradsync/, and torch/ (torch.hpp's parts)
 #
 # planner/ is a pillar beside the layers: it includes layer 0 and planner/ only, and only the
@@ -37,7 +37,7 @@ set(planner_includer_layer 9) # the lowest layer that may include a planner/ hea
 function(layer_of rel out_layer out_kind)
   set(kind layer)
   set(layer "")
-  set(folders core "" "" kernels "policy|memory" plan algorithm selector collective runtime)
+  set(folders core "" "" kernels "policy|memory" plan algorithm selector collective "runtime|elastic")
   if(rel MATCHES "^([a-z_]+)/")
     set(top "${CMAKE_MATCH_1}")
     if(top STREQUAL "comm")

@@ -3,21 +3,16 @@
 // ranks (processes) meeting through it.
 #include <catch2/catch.hpp>
 
-#include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <gradsync/comm/gloo/gloo.hpp>
 #include <gradsync/comm/gloo/redis_store.hpp>
 #include <gradsync/comm/gloo/rendezvous.hpp>
 
+#include "child_process.hpp"
 #include "cluster_hosts.hpp"
 #include "redis_server.hpp"
 #include "summed_exactly.hpp"
@@ -29,55 +24,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using gradsync::redis_store;
+using gradsync_test::run_processes;
 using gradsync_test::thrown;
-
-// Runs body(rank) in n child processes; returns each one's outcome ("" where it exited 0 with
-// nothing to say). A child that outlives `limit` is killed and named.
-std::vector<std::string> run_processes(int n, const std::function<std::string(int)>& body,
-                                       std::chrono::seconds limit = std::chrono::seconds(60))
-{
-    std::vector<pid_t> children;
-    std::vector<int> pipes;
-    for (int rank = 0; rank < n; ++rank) {
-        int fds[2];
-        REQUIRE(::pipe(fds) == 0);
-        const pid_t child = ::fork();
-        if (child == 0) {
-            ::close(fds[0]);
-            const std::string outcome = thrown([&] {
-                const std::string said = body(rank);
-                if (!said.empty())
-                    throw std::runtime_error(said);
-            });
-            if (!outcome.empty() && ::write(fds[1], outcome.data(), outcome.size()) < 0)
-                ::_exit(2);
-            ::_exit(outcome.empty() ? 0 : 1);
-        }
-        ::close(fds[1]);
-        children.push_back(child);
-        pipes.push_back(fds[0]);
-    }
-    std::vector<std::string> outcomes(static_cast<std::size_t>(n));
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    for (int rank = 0; rank < n; ++rank) {
-        int status = 0;
-        while (::waitpid(children[rank], &status, WNOHANG) == 0) {
-            if (std::chrono::steady_clock::now() > deadline) {
-                ::kill(children[rank], SIGKILL);
-                ::waitpid(children[rank], &status, 0);
-                outcomes[rank] = "rank " + std::to_string(rank) + " was still running at the limit";
-                break;
-            }
-            std::this_thread::sleep_for(5ms);
-        }
-        char text[4096];
-        const ssize_t got = ::read(pipes[rank], text, sizeof text);
-        ::close(pipes[rank]);
-        if (outcomes[rank].empty() && (got > 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0))
-            outcomes[rank] = got > 0 ? std::string(text, std::size_t(got)) : "rank " + std::to_string(rank) + " failed";
-    }
-    return outcomes;
-}
 
 } // namespace
 

@@ -18,6 +18,8 @@ std::string thrown(F&& f)
         return "";
     } catch (const gradsync::aborted_error& e) {
         return std::string("aborted_error: ") + e.what();
+    } catch (const gradsync::membership_error& e) {
+        return std::string("membership_error: ") + e.what();
     } catch (const gradsync::foreign_message_error& e) {
         return std::string("foreign_message_error: ") + e.what();
     } catch (const gradsync::mismatch_error& e) {

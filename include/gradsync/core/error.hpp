@@ -65,4 +65,12 @@ public:
     using error::error;
 };
 
+// An elastic group (elastic/group.hpp) cannot go on with this process: it is stale (a
+// generation was formed without it), or too few ranks are left. Not a communication_error:
+// a loop that re-forms the group on those must end on this one.
+class membership_error : public error {
+public:
+    using error::error;
+};
+
 } // namespace gradsync

@@ -1,0 +1,219 @@
+// elastic_group on this host's loopback, with a redis-server of each case's own
+// (redis_server.hpp) and every member a child process (child_process.hpp): a member killed or
+// stopped mid-step, a newcomer, too few members left. Each member runs steps of an exact
+// allreduce (summed_exactly.hpp: its sums checked for the generation's size) and re-forms the
+// group when a step fails, as a training loop does; it reports every step to a file of its
+// own, from which the test learns when to strike and how long recovery took.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gradsync/elastic/group.hpp>
+
+#include "child_process.hpp"
+#include "redis_server.hpp"
+#include "scratch_dir.hpp"
+#include "summed_exactly.hpp"
+
+extern "C" const char* __tsan_default_suppressions() { return "race:libgloo.so\n"; }
+
+namespace {
+
+using namespace std::chrono_literals;
+using gradsync_test::child_process;
+using clock_type = std::chrono::steady_clock;
+
+// A member's last step, as it wrote it: generation, size, steps done in this generation, and
+// when (steady_clock, which every process of the host shares), in nanoseconds.
+struct progress {
+    std::uint64_t generation = 0;
+    int size = 0;
+    long steps = 0;
+    long long at = 0;
+};
+
+progress read_progress(const std::filesystem::path& file)
+{
+    progress p;
+    std::ifstream in(file);
+    in >> p.generation >> p.size >> p.steps >> p.at;
+    return p;
+}
+
+long long now_ns()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now().time_since_epoch()).count();
+}
+
+gradsync::elastic_options options_for(int min_ranks)
+{
+    gradsync::elastic_options o;
+    o.prefix = "job";
+    o.min_ranks = min_ranks;
+    o.lease = 600ms;
+    o.join_window = 100ms;
+    o.formation_timeout = 3s;
+    o.connect.timeout = 10s;
+    o.communicator.deadline = 1500ms;
+    return o;
+}
+
+// A member: joins, then runs steps until it has done `steps` in a generation of `size` ranks;
+// a failed step re-forms the group. Writes its progress to `file` after every step, and, at the
+// first step of each generation, the time it took from the failure to that step to
+// `file`.recovery.
+std::string member(const gradsync_test::redis_server& server, const gradsync::elastic_options& options,
+                   const std::filesystem::path& file, int size, long steps)
+{
+    gradsync::redis_store store(server.options());
+    gradsync::elastic_group group(store, options);
+    long done = 0;
+    long long failed_at = 0;
+    for (;;) {
+        try {
+            if (group.joiners_waiting()) {
+                group.reform();
+                done = 0;
+                continue;
+            }
+            if (std::string wrong = gradsync_test::summed_exactly(group.comm(), group.rank(), group.size(), 4099);
+                !wrong.empty())
+                return "generation " + std::to_string(group.generation()) + ": " + wrong;
+            ++done;
+            if (failed_at && done == 1) {
+                std::ofstream(file.string() + ".recovery") << now_ns() - failed_at;
+                failed_at = 0;
+            }
+            std::ofstream(file) << group.generation() << ' ' << group.size() << ' ' << done << ' ' << now_ns();
+            if (group.size() == size && done >= steps)
+                return "";
+        } catch (const gradsync::membership_error&) {
+            throw;
+        } catch (const gradsync::usage_error&) {
+            throw;
+        } catch (const gradsync::error&) { // a peer lost: communication, deadline, aborted, or calls split by it
+            failed_at = failed_at ? failed_at : now_ns();
+            group.reform();
+            done = 0;
+        }
+    }
+}
+
+// Waits until every file's member has done `steps` in generation `generation`.
+void await(const std::vector<std::filesystem::path>& files, std::uint64_t generation, long steps)
+{
+    const auto deadline = clock_type::now() + 60s;
+    for (const auto& f : files)
+        while (true) {
+            const progress p = read_progress(f);
+            if (p.generation == generation && p.steps >= steps)
+                break;
+            REQUIRE(clock_type::now() < deadline);
+            std::this_thread::sleep_for(5ms);
+        }
+}
+
+double recovery_ms(const std::filesystem::path& file)
+{
+    long long ns = -1;
+    std::ifstream(file.string() + ".recovery") >> ns;
+    return double(ns) / 1e6;
+}
+
+// A job: its server, its members' files, and its members.
+struct job {
+    gradsync_test::redis_server server;
+    gradsync_test::scratch_dir dir{"gradsync_elastic_"};
+    gradsync::elastic_options options;
+    std::vector<std::filesystem::path> files;
+    std::vector<std::unique_ptr<child_process>> members;
+
+    explicit job(int min_ranks) : options(options_for(min_ranks)) {}
+
+    // Starts a member that runs until it has done `steps` in a generation of `size`.
+    void start(int size, long steps)
+    {
+        const std::size_t i = files.size();
+        files.push_back(dir.file("member" + std::to_string(i)));
+        members.push_back(std::make_unique<child_process>(
+            [this, i, size, steps] { return member(server, options, files[i], size, steps); }));
+    }
+};
+
+} // namespace
+
+TEST_CASE("elastic_group: a member killed mid-step costs the others one re-formation", "[elastic]")
+{
+    job j(2);
+    for (int i = 0; i < 3; ++i)
+        j.start(2, 30);
+    await(j.files, 1, 20);
+    j.members[2]->signal(SIGKILL);
+    CHECK(j.members[2]->finish(10s) == "ended by signal 9");
+    for (int i = 0; i < 2; ++i) {
+        CHECK(j.members[i]->finish(60s) == "");
+        const progress p = read_progress(j.files[i]);
+        CHECK(p.generation == 2);
+        CHECK(p.size == 2);
+        WARN("member " << i << ": from its failed step to its first step of generation 2: " << recovery_ms(j.files[i])
+                       << " ms (deadline 1500 ms, lease 600 ms)");
+    }
+    gradsync::redis_store store(j.server.options());
+    CHECK(store.keys_under("job/alive/").empty()); // every member took its lease away, or it expired
+}
+
+TEST_CASE("elastic_group: a newcomer enters at the members' next boundary", "[elastic]")
+{
+    job j(2);
+    j.start(3, 20);
+    j.start(3, 20);
+    await(j.files, 1, 10);
+    j.start(3, 20);
+    for (int i = 0; i < 3; ++i) {
+        CHECK(j.members[i]->finish(60s) == "");
+        const progress p = read_progress(j.files[i]);
+        CHECK(p.generation == 2);
+        CHECK(p.size == 3);
+    }
+}
+
+TEST_CASE("elastic_group: below min_ranks every survivor names it", "[elastic]")
+{
+    job j(3);
+    for (int i = 0; i < 3; ++i)
+        j.start(3, 1000000);
+    await(j.files, 1, 5);
+    j.members[0]->signal(SIGKILL);
+    j.members[0]->finish(10s);
+    for (int i = 1; i < 3; ++i) {
+        const std::string outcome = j.members[i]->finish(30s);
+        INFO(outcome);
+        CHECK(outcome.rfind("membership_error:", 0) == 0);
+        CHECK(outcome.find("generation 2 was not formed: 2 living candidates, fewer than min_ranks 3") != std::string::npos);
+    }
+}
+
+TEST_CASE("elastic_group: a member stopped past its lease is stale when it comes back", "[elastic]")
+{
+    job j(2);
+    for (int i = 0; i < 3; ++i)
+        j.start(2, 30);
+    await(j.files, 1, 5);
+    j.members[2]->signal(SIGSTOP);
+    await({j.files[0], j.files[1]}, 2, 1); // the others formed generation 2 without it
+    j.members[2]->signal(SIGCONT);
+    const std::string stale = j.members[2]->finish(30s);
+    INFO(stale);
+    CHECK(stale.rfind("membership_error:", 0) == 0);
+    CHECK(stale.find("stale: rank 2 of generation 1, but generation 2 was formed without it") != std::string::npos);
+    for (int i = 0; i < 2; ++i)
+        CHECK(j.members[i]->finish(60s) == "");
+}
