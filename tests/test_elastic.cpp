@@ -1,14 +1,20 @@
-// elastic_group on this host's loopback, with a redis-server of each case's own
-// (redis_server.hpp) and every member a child process (child_process.hpp): a member killed or
-// stopped mid-step, a newcomer, too few members left. Each member runs steps of an exact
-// allreduce (summed_exactly.hpp: its sums checked for the generation's size) and re-forms the
-// group when a step fails, as a training loop does; it reports every step to a file of its
-// own, from which the test learns when to strike and how long recovery took.
+// elastic_group with a redis-server of each case's own (redis_server.hpp) and every member a
+// child process (child_process.hpp): a member killed or stopped mid-step, a newcomer, too few
+// members left; across hosts also a member whose link is cut. Each member runs steps of an
+// exact allreduce (summed_exactly.hpp: its sums checked for the generation's size) and
+// re-forms the group when a step fails, as a training loop does; it reports every step to a
+// file of its own, from which the test learns when to strike and how long recovery took.
+//
+// Run alone, on this host's loopback (member i at 127.0.0.(i + 1)). With
+// GRADSYNC_ELASTIC_ACROSS_HOSTS=1 (the test cluster's cluster.gloo.elastic, which runs the
+// cases tagged [hosts]), member i on host i + 1 and the server on the cluster's bridge
+// (cluster_hosts.hpp); GRADSYNC_CLUSTER_SCRIPT names scripts/cluster.sh, which cuts a link.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -19,6 +25,7 @@
 #include <gradsync/elastic/group.hpp>
 
 #include "child_process.hpp"
+#include "cluster_hosts.hpp"
 #include "redis_server.hpp"
 #include "scratch_dir.hpp"
 #include "summed_exactly.hpp"
@@ -67,16 +74,23 @@ gradsync::elastic_options options_for(int min_ranks)
 }
 
 // A member: joins, then runs steps until it has done `steps` in a generation of `size` ranks;
-// a failed step re-forms the group. Writes its progress to `file` after every step, and, at the
-// first step of each generation, the time it took from the failure to that step to
-// `file`.recovery.
-std::string member(const gradsync_test::redis_server& server, const gradsync::elastic_options& options,
-                   const std::filesystem::path& file, int size, long steps)
+// a failed step re-forms the group. Writes its progress to `file` after every step, and when
+// it completed its first step after a failure to `file`.recovered.
+const gradsync_test::cluster_hosts& hosts()
 {
+    static const gradsync_test::cluster_hosts h("GRADSYNC_ELASTIC_ACROSS_HOSTS");
+    return h;
+}
+
+std::string member(const gradsync_test::redis_server& server, gradsync::elastic_options options,
+                   const std::filesystem::path& file, int host, int size, long steps)
+{
+    hosts().enter(host);
+    options.connect.hostname = hosts().address(host);
     gradsync::redis_store store(server.options());
     gradsync::elastic_group group(store, options);
     long done = 0;
-    long long failed_at = 0;
+    bool failed = false;
     for (;;) {
         try {
             if (group.joiners_waiting()) {
@@ -88,9 +102,9 @@ std::string member(const gradsync_test::redis_server& server, const gradsync::el
                 !wrong.empty())
                 return "generation " + std::to_string(group.generation()) + ": " + wrong;
             ++done;
-            if (failed_at && done == 1) {
-                std::ofstream(file.string() + ".recovery") << now_ns() - failed_at;
-                failed_at = 0;
+            if (failed) {
+                std::ofstream(file.string() + ".recovered") << now_ns();
+                failed = false;
             }
             std::ofstream(file) << group.generation() << ' ' << group.size() << ' ' << done << ' ' << now_ns();
             if (group.size() == size && done >= steps)
@@ -100,7 +114,7 @@ std::string member(const gradsync_test::redis_server& server, const gradsync::el
         } catch (const gradsync::usage_error&) {
             throw;
         } catch (const gradsync::error&) { // a peer lost: communication, deadline, aborted, or calls split by it
-            failed_at = failed_at ? failed_at : now_ns();
+            failed = true;
             group.reform();
             done = 0;
         }
@@ -121,16 +135,17 @@ void await(const std::vector<std::filesystem::path>& files, std::uint64_t genera
         }
 }
 
-double recovery_ms(const std::filesystem::path& file)
+// From `struck` (now_ns()) to the member's first completed step after the failure.
+double recovery_ms(const std::filesystem::path& file, long long struck)
 {
-    long long ns = -1;
-    std::ifstream(file.string() + ".recovery") >> ns;
-    return double(ns) / 1e6;
+    long long at = 0;
+    std::ifstream(file.string() + ".recovered") >> at;
+    return double(at - struck) / 1e6;
 }
 
-// A job: its server, its members' files, and its members.
+// A job: its server, its members' files, and its members (member i on host i + 1).
 struct job {
-    gradsync_test::redis_server server;
+    gradsync_test::redis_server server{hosts().root_address()};
     gradsync_test::scratch_dir dir{"gradsync_elastic_"};
     gradsync::elastic_options options;
     std::vector<std::filesystem::path> files;
@@ -144,30 +159,62 @@ struct job {
         const std::size_t i = files.size();
         files.push_back(dir.file("member" + std::to_string(i)));
         members.push_back(std::make_unique<child_process>(
-            [this, i, size, steps] { return member(server, options, files[i], size, steps); }));
+            [this, i, size, steps] { return member(server, options, files[i], int(i) + 1, size, steps); }));
     }
 };
 
 } // namespace
 
-TEST_CASE("elastic_group: a member killed mid-step costs the others one re-formation", "[elastic]")
+// Checks that members 0 .. n-2 ended well in generation 2 of n - 1, and says how long each took
+// from the fault, at `struck`, to its next completed step.
+void survivors_went_on(job& j, int n, const char* fault, long long struck)
 {
-    job j(2);
-    for (int i = 0; i < 3; ++i)
-        j.start(2, 30);
-    await(j.files, 1, 20);
-    j.members[2]->signal(SIGKILL);
-    CHECK(j.members[2]->finish(10s) == "ended by signal 9");
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i + 1 < n; ++i) {
         CHECK(j.members[i]->finish(60s) == "");
         const progress p = read_progress(j.files[i]);
         CHECK(p.generation == 2);
-        CHECK(p.size == 2);
-        WARN("member " << i << ": from its failed step to its first step of generation 2: " << recovery_ms(j.files[i])
-                       << " ms (deadline 1500 ms, lease 600 ms)");
+        CHECK(p.size == n - 1);
+        WARN("member " << i << " (" << fault << "): from the fault to its next step, in generation 2: "
+                       << recovery_ms(j.files[i], struck) << " ms (deadline 1500 ms, lease 600 ms)");
     }
+}
+
+TEST_CASE("elastic_group: a member killed mid-step costs the others one re-formation", "[elastic][hosts]")
+{
+    job j(2);
+    const int n = hosts().across() ? 4 : 3;
+    for (int i = 0; i < n; ++i)
+        j.start(n - 1, 30);
+    await(j.files, 1, 20);
+    const long long struck = now_ns();
+    j.members[n - 1]->signal(SIGKILL);
+    CHECK(j.members[n - 1]->finish(10s) == "ended by signal 9");
+    survivors_went_on(j, n, "a kill", struck);
     gradsync::redis_store store(j.server.options());
     CHECK(store.keys_under("job/alive/").empty()); // every member took its lease away, or it expired
+}
+
+TEST_CASE("elastic_group: a member whose link is cut is left out, and cannot come back in", "[hosts]")
+{
+    if (!hosts().across())
+        return; // a link to cut needs the test cluster
+    const char* script = std::getenv("GRADSYNC_CLUSTER_SCRIPT");
+    REQUIRE(script != nullptr);
+    job j(2);
+    for (int i = 0; i < 4; ++i)
+        j.start(3, 30);
+    await(j.files, 1, 20);
+    const std::string link = std::string(script) + " link 4 ";
+    const long long struck = now_ns();
+    REQUIRE(std::system((link + "down").c_str()) == 0);
+    survivors_went_on(j, 4, "a cut link", struck);
+    REQUIRE(std::system((link + "up").c_str()) == 0);
+    // Cut off from the store too, it names the store once its timeout has passed, or, where
+    // the link came back first, itself as stale.
+    const std::string cut = j.members[3]->finish(60s);
+    INFO(cut);
+    CHECK((cut.find("cannot reach the server") != std::string::npos ||
+           cut.find("stale: rank 3 of generation 1") != std::string::npos));
 }
 
 TEST_CASE("elastic_group: a newcomer enters at the members' next boundary", "[elastic]")
