@@ -161,21 +161,42 @@ struct job {
         members.push_back(std::make_unique<child_process>(
             [this, i, size, steps] { return member(server, options, files[i], int(i) + 1, size, steps); }));
     }
+
+    // Starts n members and waits until they have done `warm` steps in generation 1.
+    void start_all(int n, int size, long steps, long warm)
+    {
+        for (int i = 0; i < n; ++i)
+            start(size, steps);
+        await(files, 1, warm);
+    }
+
+    // Kills member i, waits for it, and returns when it was struck.
+    long long kill(int i)
+    {
+        const long long struck = now_ns();
+        members[i]->signal(SIGKILL);
+        CHECK(members[i]->finish(10s) == "ended by signal 9");
+        return struck;
+    }
 };
 
 } // namespace
 
-// Checks that members 0 .. n-2 ended well in generation 2 of n - 1, and says how long each took
-// from the fault, at `struck`, to its next completed step.
-void survivors_went_on(job& j, int n, const char* fault, long long struck)
+// Checks that members 0 .. alive-1 ended well, all in one generation of `alive` ranks, the
+// generation given (or, where it is 0, any after the first), and says how long each took from
+// the last fault, at `struck`, to its next completed step.
+void survivors_went_on(job& j, int alive, std::uint64_t generation, const char* fault, long long struck)
 {
-    for (int i = 0; i + 1 < n; ++i) {
+    std::uint64_t last = 0;
+    for (int i = 0; i < alive; ++i) {
         CHECK(j.members[i]->finish(60s) == "");
         const progress p = read_progress(j.files[i]);
-        CHECK(p.generation == 2);
-        CHECK(p.size == n - 1);
-        WARN("member " << i << " (" << fault << "): from the fault to its next step, in generation 2: "
-                       << recovery_ms(j.files[i], struck) << " ms (deadline 1500 ms, lease 600 ms)");
+        CHECK((generation ? p.generation == generation : p.generation > 1));
+        CHECK((i == 0 || p.generation == last));
+        last = p.generation;
+        CHECK(p.size == alive);
+        WARN("member " << i << " (" << fault << "): from the fault to its next step, in generation " << p.generation
+                       << ": " << recovery_ms(j.files[i], struck) << " ms (deadline 1500 ms, lease 600 ms)");
     }
 }
 
@@ -183,13 +204,8 @@ TEST_CASE("elastic_group: a member killed mid-step costs the others one re-forma
 {
     job j(2);
     const int n = hosts().across() ? 4 : 3;
-    for (int i = 0; i < n; ++i)
-        j.start(n - 1, 30);
-    await(j.files, 1, 20);
-    const long long struck = now_ns();
-    j.members[n - 1]->signal(SIGKILL);
-    CHECK(j.members[n - 1]->finish(10s) == "ended by signal 9");
-    survivors_went_on(j, n, "a kill", struck);
+    j.start_all(n, n - 1, 30, 20);
+    survivors_went_on(j, n - 1, 2, "a kill", j.kill(n - 1));
     gradsync::redis_store store(j.server.options());
     CHECK(store.keys_under("job/alive/").empty()); // every member took its lease away, or it expired
 }
@@ -201,13 +217,11 @@ TEST_CASE("elastic_group: a member whose link is cut is left out, and cannot com
     const char* script = std::getenv("GRADSYNC_CLUSTER_SCRIPT");
     REQUIRE(script != nullptr);
     job j(2);
-    for (int i = 0; i < 4; ++i)
-        j.start(3, 30);
-    await(j.files, 1, 20);
+    j.start_all(4, 3, 30, 20);
     const std::string link = std::string(script) + " link 4 ";
     const long long struck = now_ns();
     REQUIRE(std::system((link + "down").c_str()) == 0);
-    survivors_went_on(j, 4, "a cut link", struck);
+    survivors_went_on(j, 3, 2, "a cut link", struck);
     REQUIRE(std::system((link + "up").c_str()) == 0);
     // Cut off from the store too, it names the store once its timeout has passed, or, where
     // the link came back first, itself as stale.
@@ -217,12 +231,41 @@ TEST_CASE("elastic_group: a member whose link is cut is left out, and cannot com
            cut.find("stale: rank 3 of generation 1") != std::string::npos));
 }
 
+TEST_CASE("elastic_group: two failures in a row, each costing one re-formation", "[elastic][hosts]")
+{
+    job j(2);
+    j.start_all(4, 2, 20, 10);
+    j.kill(3);
+    await({j.files[0], j.files[1], j.files[2]}, 2, 5);
+    survivors_went_on(j, 2, 3, "the second of two kills", j.kill(2));
+}
+
+TEST_CASE("elastic_group: a member killed while the others re-form", "[elastic][hosts]")
+{
+    job j(2);
+    j.start_all(4, 2, 20, 10);
+    j.kill(3);
+    std::this_thread::sleep_for(200ms); // the others wait for its lease to run out, to form generation 2
+    survivors_went_on(j, 2, 0, "a kill while re-forming", j.kill(2));
+}
+
+TEST_CASE("elastic_group: the store restarted empty, the members go on and still re-form", "[elastic][hosts]")
+{
+    job j(2);
+    const int n = hosts().across() ? 4 : 3;
+    j.start_all(n, n - 1, 20, 10);
+    j.server.stop();
+    std::this_thread::sleep_for(300ms);
+    j.server.start();
+    await(j.files, 1, 15); // rank 0 asks the store at every boundary: the steps went on
+    std::this_thread::sleep_for(700ms); // the leases, written again by their threads
+    survivors_went_on(j, n - 1, 2, "a kill after the store restarted", j.kill(n - 1));
+}
+
 TEST_CASE("elastic_group: a newcomer enters at the members' next boundary", "[elastic]")
 {
     job j(2);
-    j.start(3, 20);
-    j.start(3, 20);
-    await(j.files, 1, 10);
+    j.start_all(2, 3, 20, 10);
     j.start(3, 20);
     for (int i = 0; i < 3; ++i) {
         CHECK(j.members[i]->finish(60s) == "");
@@ -235,11 +278,8 @@ TEST_CASE("elastic_group: a newcomer enters at the members' next boundary", "[el
 TEST_CASE("elastic_group: below min_ranks every survivor names it", "[elastic]")
 {
     job j(3);
-    for (int i = 0; i < 3; ++i)
-        j.start(3, 1000000);
-    await(j.files, 1, 5);
-    j.members[0]->signal(SIGKILL);
-    j.members[0]->finish(10s);
+    j.start_all(3, 3, 1000000, 5);
+    j.kill(0);
     for (int i = 1; i < 3; ++i) {
         const std::string outcome = j.members[i]->finish(30s);
         INFO(outcome);
@@ -251,9 +291,7 @@ TEST_CASE("elastic_group: below min_ranks every survivor names it", "[elastic]")
 TEST_CASE("elastic_group: a member stopped past its lease is stale when it comes back", "[elastic]")
 {
     job j(2);
-    for (int i = 0; i < 3; ++i)
-        j.start(2, 30);
-    await(j.files, 1, 5);
+    j.start_all(3, 2, 30, 5);
     j.members[2]->signal(SIGSTOP);
     await({j.files[0], j.files[1]}, 2, 1); // the others formed generation 2 without it
     j.members[2]->signal(SIGCONT);

@@ -15,6 +15,8 @@
 //                            their old order, then newcomers by id, at most max_ranks;
 //   P/g<G>/failed            why G could not be formed (too few candidates), for every
 //                            candidate to name;
+//   P/g<G>/ready/<id>        a member of G ready to connect: the members connect once all are,
+//                            and form G + 1 instead where one died after G was formed;
 //   P/g<G>/gloo/...          G's rendezvous (gloo_connect).
 // Forming G, the sealer waits until every member of G - 1 whose lease is alive has become a
 // candidate (members drop out as their leases expire), and there are at least min_ranks; then
@@ -41,7 +43,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -200,9 +201,19 @@ private:
                 ++g;
                 continue;
             }
-            generation_ = g;
+            {
+                std::lock_guard lock(renewing_);
+                generation_ = g;
+                members_text_.clear();
+                for (const std::string& id : formed)
+                    members_text_ += id + "\n";
+            }
             members_ = formed;
             rank_ = int(at - formed.begin());
+            if (!all_ready(here, formed)) { // a member died after the forming: the next one
+                ++g;
+                continue;
+            }
             gloo_connect_options connect = options_.connect;
             connect.prefix = here + "/gloo";
             try {
@@ -214,11 +225,33 @@ private:
                 throw;
             } catch (const usage_error&) {
                 throw;
-            } catch (const error&) { // a member died between the forming and the connecting: the next one
+            } catch (const error&) { // a member died while connecting: the next one
                 flag_.reset();
                 comm_.reset();
                 ++g;
             }
+        }
+    }
+
+    // Says this member is ready to connect, and waits until every member of the generation is,
+    // or one is dead (its lease gone): then false, without waiting for Gloo's timeout on it.
+    bool all_ready(const std::string& here, const std::vector<std::string>& formed)
+    {
+        store_->write(here + "/ready/" + id_, "");
+        milliseconds pause(1);
+        for (;;) {
+            bool missing = false;
+            for (const std::string& id : formed) {
+                if (store_->read(here + "/ready/" + id))
+                    continue;
+                if (!alive(id))
+                    return false;
+                missing = true;
+            }
+            if (!missing)
+                return true;
+            std::this_thread::sleep_for(pause);
+            pause = std::min(pause * 2, milliseconds(16));
         }
     }
 
@@ -310,8 +343,9 @@ private:
     }
 
     // Renews this process's lease every lease / 3 until stop_renewing(); where the lease was
-    // lost (the store restarted), writes it again, and the generation with it where that is
-    // gone too, so that a newcomer does not start a generation 1 beside this one.
+    // lost (the store restarted), writes it again, and the generation and its members with it
+    // where those are gone too, so that a newcomer does not start a generation 1 beside this
+    // one and the next generation waits for every living member.
     void renew_lease()
     {
         std::unique_lock lock(renewing_);
@@ -319,14 +353,20 @@ private:
             stopped_.wait_for(lock, options_.lease / 3, [this] { return stop_; });
             if (stop_)
                 return;
+            const std::uint64_t generation = generation_;
+            const std::string members = members_text_;
+            lock.unlock(); // the store may take its timeout: reform() must not wait for that
             try {
                 if (!store_->renew(key("alive/" + id_), options_.lease)) {
                     store_->write(key("alive/" + id_), options_.connect.hostname, options_.lease);
-                    if (generation_ > 0)
-                        store_->create(key("generation"), std::to_string(generation_));
+                    if (generation > 0) {
+                        store_->create(key("generation"), std::to_string(generation));
+                        store_->create(key(generation_key(generation) + "/members"), members);
+                    }
                 }
             } catch (const error&) { // the store is away: try again at the next turn
             }
+            lock.lock();
         }
     }
 
@@ -344,7 +384,8 @@ private:
     redis_store* store_;
     elastic_options options_;
     std::string id_;
-    std::atomic<std::uint64_t> generation_{0};
+    std::uint64_t generation_ = 0;     // written under renewing_, which the renewing thread reads it under
+    std::string members_text_;         // the generation's members as the store keeps them; the same
     std::vector<std::string> members_;
     int rank_ = -1;
     std::unique_ptr<gloo_communicator> comm_;
