@@ -36,6 +36,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using gradsync_test::child_process;
+using gradsync_test::thrown;
 using clock_type = std::chrono::steady_clock;
 
 // A member's last step, as it wrote it: generation, size, steps done in this generation, and
@@ -91,33 +92,39 @@ std::string member(const gradsync_test::redis_server& server, gradsync::elastic_
     gradsync::elastic_group group(store, options);
     long done = 0;
     bool failed = false;
-    for (;;) {
-        try {
-            if (group.joiners_waiting()) {
+    try {
+        for (;;) {
+            try {
+                if (group.joiners_waiting()) {
+                    group.reform();
+                    done = 0;
+                    continue;
+                }
+                if (std::string wrong =
+                        gradsync_test::summed_exactly(group.comm(), group.rank(), group.size(), 4099);
+                    !wrong.empty())
+                    return "generation " + std::to_string(group.generation()) + ": " + wrong;
+                ++done;
+                if (failed) {
+                    std::ofstream(file.string() + ".recovered") << now_ns();
+                    failed = false;
+                }
+                std::ofstream(file) << group.generation() << ' ' << group.size() << ' ' << done << ' ' << now_ns();
+                if (group.size() == size && done >= steps)
+                    return "";
+            } catch (const gradsync::membership_error&) {
+                throw;
+            } catch (const gradsync::usage_error&) {
+                throw;
+            } catch (const gradsync::error&) { // a peer lost: communication, deadline, aborted, or calls split by it
+                failed = true;
                 group.reform();
                 done = 0;
-                continue;
             }
-            if (std::string wrong = gradsync_test::summed_exactly(group.comm(), group.rank(), group.size(), 4099);
-                !wrong.empty())
-                return "generation " + std::to_string(group.generation()) + ": " + wrong;
-            ++done;
-            if (failed) {
-                std::ofstream(file.string() + ".recovered") << now_ns();
-                failed = false;
-            }
-            std::ofstream(file) << group.generation() << ' ' << group.size() << ' ' << done << ' ' << now_ns();
-            if (group.size() == size && done >= steps)
-                return "";
-        } catch (const gradsync::membership_error&) {
-            throw;
-        } catch (const gradsync::usage_error&) {
-            throw;
-        } catch (const gradsync::error&) { // a peer lost: communication, deadline, aborted, or calls split by it
-            failed = true;
-            group.reform();
-            done = 0;
         }
+    } catch (const gradsync::membership_error& e) {
+        // A group whose reform() threw has no communicator left, and says so.
+        throw gradsync::membership_error(e.what() + (", after it, comm(): " + thrown([&] { group.comm(); })));
     }
 }
 
@@ -299,6 +306,7 @@ TEST_CASE("elastic_group: a member stopped past its lease is stale when it comes
     INFO(stale);
     CHECK(stale.rfind("membership_error:", 0) == 0);
     CHECK(stale.find("stale: rank 2 of generation 1, but generation 2 was formed without it") != std::string::npos);
+    CHECK(stale.find("after it, comm(): usage_error: ") != std::string::npos);
     for (int i = 0; i < 2; ++i)
         CHECK(j.members[i]->finish(60s) == "");
 }

@@ -123,7 +123,8 @@ public:
         }
     }
 
-    gloo_communicator& comm() { return *comm_; }
+    // The generation's communicator; after a reform() that threw there is none (usage_error).
+    gloo_communicator& comm() { return *current(comm_); }
     int rank() const noexcept { return rank_; }
     int size() const noexcept { return int(members_.size()); }
     std::uint64_t generation() const noexcept { return generation_; }
@@ -138,7 +139,7 @@ public:
         float waiting = 0;
         if (rank_ == 0)
             waiting = store_->keys_under(key(generation_key(generation_ + 1) + "/candidate/")).empty() ? 0 : 1;
-        (*flag_)(std::span<float>(&waiting, 1));
+        (*current(flag_))(std::span<float>(&waiting, 1));
         return waiting > 0;
     }
 
@@ -169,6 +170,15 @@ private:
         char host[256] = {};
         ::gethostname(host, sizeof host - 1);
         return std::string(host) + ":" + std::to_string(::getpid()) + ":" + std::to_string(std::random_device{}());
+    }
+
+    template <class T>
+    T* current(const std::unique_ptr<T>& p) const
+    {
+        if (!p)
+            throw usage_error(who() + ": no generation to work in: reform() failed; a new elastic_group joins as a "
+                                      "newcomer");
+        return p.get();
     }
 
     static std::string generation_key(std::uint64_t g) { return "g" + std::to_string(g); }
