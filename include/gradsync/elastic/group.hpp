@@ -18,24 +18,10 @@
 //   P/g<G>/ready/<id>        a member of G ready to connect: the members connect once all are,
 //                            and form G + 1 instead where one died after G was formed;
 //   P/g<G>/gloo/...          G's rendezvous (gloo_connect).
-// Forming G, the sealer waits until every member of G - 1 whose lease is alive has become a
-// candidate (members drop out as their leases expire), and there are at least min_ranks; then
-// join_window more for further newcomers; then it writes the members, P/generation, and erases
-// the keys of generation G - 2. Where formation_timeout passes with fewer than min_ranks, it
-// writes why instead, and every candidate throws membership_error naming it.
-//
-// Re-forming: after a call of the step failed on this rank (communication_error,
-// deadline_error, aborted_error), or when joiners_waiting() said so, every member calls
-// reform(): it destroys the communicator, which ends its peers' waits on this rank at once,
-// and becomes a candidate of the next generation. A process that is not in a generation that
-// was formed after its own (its lease expired while it stalled or was cut off) is stale:
-// reform() throws membership_error naming the process and the generations, and it must
-// construct a new elastic_group to come back, as a newcomer. A newcomer becomes a candidate
-// of the generation after the current one; the members see it at their next boundary.
-//
-// Why a store of our own and not a launcher's (TorchElastic restarts every worker; Horovod's
-// driver runs a discovery script): survivors keep their process, their memory and their data
-// loader, and only the communicator is made again.
+// How a generation is formed and re-formed, newcomers and stale processes: docs/elastic.md,
+// "The model". Why a store of the job's own and not a launcher's (TorchElastic restarts every
+// worker): survivors keep their process, their memory and their data loader; only the
+// communicator is made again.
 //
 // Preconditions: the members call the same collectives in the same order between boundaries
 // (as any data-parallel step does), and every process of the job uses the same prefix and
