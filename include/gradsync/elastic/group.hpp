@@ -2,22 +2,22 @@
 // generation in a redis_store (comm/gloo/redis_store.hpp); each generation is a Gloo
 // communicator of its own, connected through the same store. docs/elastic.md has the model.
 //
-// Keys, under options.prefix (P):
-//   P/alive/<id>             each process's lease, renewed by a thread every lease / 3 from
+// Keys, under options.prefix (P), with {id} a process and {G} a generation:
+//   P/alive/{id}             each process's lease, renewed by a thread every lease / 3 from
 //                            construction to destruction; a process whose lease expired is dead
 //                            to the others (killed, stopped, cut off);
 //   P/generation             the last generation formed;
-//   P/g<G>/candidate/<id>    a process that asks to be in generation G: the members of G - 1
+//   P/g{G}/candidate/{id}    a process that asks to be in generation G: the members of G - 1
 //                            that re-form, and newcomers;
-//   P/g<G>/sealer            the candidate that forms G, with a lease: one that dies while
+//   P/g{G}/sealer            the candidate that forms G, with a lease: one that dies while
 //                            forming is replaced by another once its lease expires;
-//   P/g<G>/members           G's members by rank, written once: the members of G - 1 first, in
+//   P/g{G}/members           G's members by rank, written once: the members of G - 1 first, in
 //                            their old order, then newcomers by id, at most max_ranks;
-//   P/g<G>/failed            why G could not be formed (too few candidates), for every
+//   P/g{G}/failed            why G could not be formed (too few candidates), for every
 //                            candidate to name;
-//   P/g<G>/ready/<id>        a member of G ready to connect: the members connect once all are,
+//   P/g{G}/ready/{id}        a member of G ready to connect: the members connect once all are,
 //                            and form G + 1 instead where one died after G was formed;
-//   P/g<G>/gloo/...          G's rendezvous (gloo_connect).
+//   P/g{G}/gloo/...          G's rendezvous (gloo_connect).
 // How a generation is formed and re-formed, newcomers and stale processes: docs/elastic.md,
 // "The model". Why a store of the job's own and not a launcher's (TorchElastic restarts every
 // worker): survivors keep their process, their memory and their data loader; only the
