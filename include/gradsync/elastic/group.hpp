@@ -18,6 +18,7 @@
 //   P/g{G}/ready/{id}        a member of G ready to connect: the members connect once all are,
 //                            and form G + 1 instead where one died after G was formed;
 //   P/g{G}/gloo/...          G's rendezvous (gloo_connect).
+// G - 1's keys are erased once G's members are connected (by G's rank 0, else by G + 1's sealer).
 // How a generation is formed and re-formed, newcomers and stale processes: docs/elastic.md,
 // "The model". Why a store of the job's own and not a launcher's (TorchElastic restarts every
 // worker): survivors keep their process, their memory and their data loader; only the
@@ -216,7 +217,6 @@ private:
                 comm_ = std::make_unique<gloo_communicator>(gloo_connect(*store_, rank_, size(), connect),
                                                             options_.communicator);
                 flag_ = std::make_unique<reducer<float, gloo_communicator>>(*comm_, std::size_t(1));
-                return;
             } catch (const membership_error&) {
                 throw;
             } catch (const usage_error&) {
@@ -225,7 +225,17 @@ private:
                 flag_.reset();
                 comm_.reset();
                 ++g;
+                continue;
             }
+            // Every member of g is connected: g - 1's keys have served (forming g read its
+            // members; a stale process reads g's). Where the store fails here, the sealer of
+            // g + 1 erases them.
+            if (rank_ == 0 && g > 1)
+                try {
+                    store_->erase(store_->keys_under(key(generation_key(g - 1)) + "/"));
+                } catch (const error&) {
+                }
+            return;
         }
     }
 
@@ -321,7 +331,7 @@ private:
                         list += newcomers[i] + "\n";
                     store_->create(here + "/members", list);
                     store_->write(key("generation"), std::to_string(g));
-                    if (g > 2)
+                    if (g > 2) // where g - 1's rank 0 could not erase them
                         store_->erase(store_->keys_under(key(generation_key(g - 2)) + "/"));
                     return;
                 }
@@ -340,7 +350,7 @@ private:
 
     // Renews this process's lease every lease / 3 until stop_renewing(); where the lease was
     // lost (the store restarted), writes it again, and the generation and its members with it
-    // where those are gone too, so that a newcomer does not start a generation 1 beside this
+    // where the generation is gone too, so that a newcomer does not start a generation 1 beside this
     // one and the next generation waits for every living member.
     void renew_lease()
     {
@@ -355,10 +365,10 @@ private:
             try {
                 if (!store_->renew(key("alive/" + id_), options_.lease)) {
                     store_->write(key("alive/" + id_), options_.connect.hostname, options_.lease);
-                    if (generation > 0) {
-                        store_->create(key("generation"), std::to_string(generation));
+                    // The members only where the generation was gone too: a stale process
+                    // (its lease expired, the store kept) must not bring back erased keys.
+                    if (generation > 0 && store_->create(key("generation"), std::to_string(generation)))
                         store_->create(key(generation_key(generation) + "/members"), members);
-                    }
                 }
             } catch (const error&) { // the store is away: try again at the next turn
             }
