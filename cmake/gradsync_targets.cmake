@@ -38,3 +38,20 @@ endfunction()
 # their time (docs/results.md, "The test suite's time").
 set(gradsync_all_cores RESOURCE_LOCK cores)
 set(gradsync_test_malloc "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=1073741824")
+
+# gradsync_torch_headers(target): target, a program of the project's on libtorch (flags by
+# gradsync_program), compiles libtorch's headers precompiled, once per build: parsing
+# <torch/torch.h> is about 13 s of each such source. They come first, as they must anyway
+# (torch_harness.hpp: glog's CHECK before Catch's); the precompiled header is built with the
+# programs' flags, as the compiler requires of a header it reuses.
+function(gradsync_torch_headers target)
+  if(NOT TARGET gradsync_torch_pch)
+    set(source ${PROJECT_BINARY_DIR}/gradsync_torch_pch.cpp)
+    file(CONFIGURE OUTPUT ${source} CONTENT "")
+    add_library(gradsync_torch_pch OBJECT ${source})
+    target_link_libraries(gradsync_torch_pch PRIVATE gradsync::torch)
+    target_precompile_headers(gradsync_torch_pch PRIVATE <torch/torch.h>)
+    gradsync_program(gradsync_torch_pch)
+  endif()
+  target_precompile_headers(${target} REUSE_FROM gradsync_torch_pch)
+endfunction()
