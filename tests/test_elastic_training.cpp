@@ -129,11 +129,19 @@ struct job {
         return std::nan("");
     }
 
-    // Waits until process i printed a line starting with `start`.
-    void await(std::size_t i, const std::string& start) const
+    // Waits until one of the processes printed a line starting with `start` (a line rank 0
+    // prints: which process is rank 0 depends on the order they joined in).
+    void await(const std::string& start) const
     {
         const auto deadline = std::chrono::steady_clock::now() + 60s;
-        while (output(i).find("\n" + start) == std::string::npos && output(i).rfind(start, 0) != 0) {
+        const auto printed = [&](std::size_t i) {
+            const std::string text = output(i);
+            return text.rfind(start, 0) == 0 || text.find("\n" + start) != std::string::npos;
+        };
+        for (;;) {
+            for (std::size_t i = 0; i < out.size(); ++i)
+                if (printed(i))
+                    return;
             REQUIRE(std::chrono::steady_clock::now() < deadline);
             std::this_thread::sleep_for(10ms);
         }
@@ -277,7 +285,7 @@ TEST_CASE("elastic training: a process whose link is cut is left out", "[.hosts]
     REQUIRE(script != nullptr);
     job j("cut", 12000);
     j.start_four();
-    j.await(0, "epoch 1/2 done");
+    j.await("epoch 1/2 done");
     const std::string link = std::string(script) + " link 4 ";
     const double cut = now_s();
     REQUIRE(std::system((link + "down").c_str()) == 0);
@@ -324,7 +332,7 @@ TEST_CASE("elastic training: the store restarted empty: the job goes on and stil
 {
     job j("restart", 12000);
     j.start_four();
-    j.await(0, "epoch 1/2 done");
+    j.await("epoch 1/2 done");
     j.server.stop();
     std::this_thread::sleep_for(300ms);
     j.server.start();
@@ -344,7 +352,7 @@ TEST_CASE("elastic training: a stranger and a stale process are refused by name"
     const std::size_t stranger = j.start(4, {}, "not-the-password");
     CHECK(j.finish(stranger) == "exited with status 1");
     CHECK(j.output(stranger).find("elastic_fashion_mnist: gradsync::redis_store") != std::string::npos);
-    j.await(0, "epoch 1/2 done");
+    j.await("epoch 1/2 done");
     j.processes[3]->signal(SIGSTOP);
     std::this_thread::sleep_for(std::chrono::milliseconds(deadline_ms + 1000)); // past its lease and the deadline
     j.processes[3]->signal(SIGCONT);
