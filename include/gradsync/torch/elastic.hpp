@@ -136,6 +136,17 @@ private:
         failures_in_a_row_ = 0;
     }
 
+    // After `failure`, back to the last commit (false, and nothing done, past restart_limit
+    // failures in a row).
+    bool back_to_commit(const error& failure)
+    {
+        if (++failures_in_a_row_ > restart_limit)
+            return false;
+        restarted_after_ = failure.what();
+        restore();
+        return true;
+    }
+
     // Back to the last commit, on this member alone.
     void restore()
     {
@@ -192,15 +203,11 @@ void elastic_run(elastic_state& state, Loop&& loop)
         } catch (const elastic_detail::members_changed&) {
             state.restarted_after_ = "newcomers";
         } catch (const communication_error& e) {
-            if (++state.failures_in_a_row_ > state.restart_limit)
+            if (!state.back_to_commit(e))
                 throw;
-            state.restarted_after_ = e.what();
-            state.restore();
         } catch (const aborted_error& e) {
-            if (++state.failures_in_a_row_ > state.restart_limit)
+            if (!state.back_to_commit(e))
                 throw;
-            state.restarted_after_ = e.what();
-            state.restore();
         }
         group.reform();
     }
