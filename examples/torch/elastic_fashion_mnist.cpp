@@ -7,11 +7,15 @@
 //   GRADSYNC_REDIS_PASSWORD=... elastic_fashion_mnist --store HOST:PORT --address ADDRESS
 //       [--prefix P] [--min-ranks N] [--epochs E] [--batch B] [--train-limit IMAGES] [--seed S]
 //       [--lease-ms MS] [--deadline-ms MS] [--formation-timeout-ms MS] [--data DIR]
-//       [--fail-at-step K]
+//       [--fail-at-step K] [--checkpoint FILE --checkpoint-step K] [--resume FILE]
 //
 // Prints a line when it joins, each time the loop restarts and at the end of each epoch (rank
 // 0), with the monotonic clock's time (the same on every process of a host); at the end its
 // result: the generation, ranks, test accuracy and a hash of the parameters (equal on every rank).
+// A run is repeatable: the data order and dropout's masks follow from the seed and the position
+// (epoch, step, rank), so a run that resumes from a checkpoint (rank 0 writes the commit made
+// once K steps are done to FILE; --resume starts every process from it) trains as the run that
+// wrote it would have gone on with the same number of ranks, bit for bit.
 #include <gradsync/comm/gloo/redis_store.hpp>
 #include <gradsync/core/error.hpp>
 #include <gradsync/elastic/group.hpp>
@@ -28,7 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <functional>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -48,6 +52,9 @@ struct run_options {
     long deadline_ms = 3000;
     long formation_timeout_ms = 60000;
     long fail_at_step = -1; // a fault drill: SIGKILL itself in the middle of that step's backward
+    std::filesystem::path checkpoint; // rank 0 writes the commit there once checkpoint_step steps are done
+    long checkpoint_step = -1;
+    std::filesystem::path resume;
     std::filesystem::path data = "/usr/share/datasets/fashion-mnist";
 };
 
@@ -55,6 +62,7 @@ constexpr const char* usage =
     "usage: elastic_fashion_mnist --store HOST:PORT --address ADDRESS [--prefix P] [--min-ranks N]\n"
     "           [--epochs E] [--batch B] [--train-limit IMAGES] [--seed S] [--lease-ms MS]\n"
     "           [--deadline-ms MS] [--formation-timeout-ms MS] [--data DIR] [--fail-at-step K]\n"
+    "           [--checkpoint FILE --checkpoint-step K] [--resume FILE]\n"
     "the store's password, if it has one: GRADSYNC_REDIS_PASSWORD\n";
 
 [[noreturn]] void refuse(const std::string& what)
@@ -111,12 +119,47 @@ run_options parse_options(int argc, char** argv)
             o.data = v;
         else if (flag == "--fail-at-step")
             o.fail_at_step = whole(flag, v, 0);
+        else if (flag == "--checkpoint")
+            o.checkpoint = v;
+        else if (flag == "--checkpoint-step")
+            o.checkpoint_step = whole(flag, v, 0);
+        else if (flag == "--resume")
+            o.resume = v;
         else
             refuse("unknown option " + std::string(flag));
     }
     if (o.store_host.empty() || o.address.empty())
         refuse("--store and --address are required");
+    if (o.checkpoint.empty() != (o.checkpoint_step < 0))
+        refuse("--checkpoint and --checkpoint-step go together");
     return o;
+}
+
+// The checkpoint: the module (parameters and buffers), the optimizer's state and the position,
+// in libtorch's archive.
+void write_checkpoint(const std::filesystem::path& file, gradsync_examples::lenet& model, torch::optim::Optimizer& optimizer,
+                      const gradsync::elastic_position& at)
+{
+    torch::serialize::OutputArchive archive, optimizer_state;
+    model->save(archive);
+    optimizer.save(optimizer_state);
+    archive.write("optimizer", optimizer_state);
+    archive.write("position", torch::tensor({at.epoch, at.sample, at.step}, torch::kInt64));
+    archive.save_to(file.string());
+}
+
+gradsync::elastic_position read_checkpoint(const std::filesystem::path& file, gradsync_examples::lenet& model,
+                                           torch::optim::Optimizer& optimizer)
+{
+    torch::serialize::InputArchive archive, optimizer_state;
+    archive.load_from(file.string());
+    model->load(archive);
+    archive.read("optimizer", optimizer_state);
+    optimizer.load(optimizer_state);
+    torch::Tensor position;
+    archive.read("position", position);
+    const auto at = position.accessor<std::int64_t, 1>();
+    return {at[0], at[1], at[2]};
 }
 
 // Seconds on the monotonic clock, which every process of a host shares: lines of different
@@ -148,9 +191,10 @@ int main(int argc, char** argv)
 
         // Every process builds the same start; a newcomer's is replaced by rank 0's state.
         torch::manual_seed(o.seed);
-        gradsync_examples::lenet model(o.seed * 7919 + std::hash<std::string>{}(group.id()));
+        gradsync_examples::lenet model(o.seed);
         torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0).momentum(0.9));
-        gradsync::elastic_state state(group, *model, sgd);
+        gradsync::elastic_state state(group, *model, sgd,
+                                      o.resume.empty() ? gradsync::elastic_position{} : read_checkpoint(o.resume, model, sgd));
         gradsync::elastic_position& at = state.position;
         if (o.fail_at_step >= 0)
             model->fc1->weight.register_hook([&](const torch::Tensor& g) {
@@ -181,6 +225,7 @@ int main(int argc, char** argv)
                         static_cast<torch::optim::SGDOptions&>(g.options()).lr(rate);
                     const torch::Tensor picked = order.narrow(0, at.first(comm.rank(), o.batch), o.batch);
                     dp.zero_grad();
+                    model->seed_dropout((o.seed * 1000003 + std::uint64_t(at.step)) * 1024 + std::uint64_t(comm.rank()));
                     torch::nll_loss(model->forward(train_set.x.index_select(0, picked)), train_set.y.index_select(0, picked))
                         .backward();
                     dp.step(sgd);
@@ -190,6 +235,8 @@ int main(int argc, char** argv)
                                     static_cast<unsigned long long>(group.generation()), now());
                     first = false;
                     state.commit();
+                    if (at.step == o.checkpoint_step && comm.rank() == 0)
+                        write_checkpoint(o.checkpoint, model, sgd, at);
                 }
                 // Testing waits until the end: a rank busy alone for longer than the deadline
                 // would make the others' next call fail.

@@ -29,6 +29,10 @@ struct lenet_impl : torch::nn::Module {
         return torch::log_softmax(fc2->forward(x), 1);
     }
 
+    // Restarts dropout's stream: a program that seeds it from its position (the step, the
+    // rank) draws the same masks when it redoes a step or resumes from a checkpoint.
+    void seed_dropout(std::uint64_t seed) { dropout_.set_current_seed(seed); }
+
     torch::nn::Conv2d conv1, conv2;
     torch::nn::Linear fc1, fc2;
 

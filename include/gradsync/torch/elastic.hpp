@@ -80,9 +80,11 @@ struct members_changed {};
 class elastic_state {
 public:
     // The module's parameters (all of them) and buffers and the optimizer's state, as they are
-    // now, become the first commit. Local: no member waits for another.
-    elastic_state(elastic_group& group, torch::nn::Module& module, torch::optim::Optimizer& optimizer)
-        : group_(&group), optimizer_(&optimizer)
+    // now, and `from` (a checkpoint's position, where the run resumes from one) become the
+    // first commit. Local: no member waits for another.
+    elastic_state(elastic_group& group, torch::nn::Module& module, torch::optim::Optimizer& optimizer,
+                  elastic_position from = {})
+        : position(from), group_(&group), optimizer_(&optimizer)
     {
         for (const auto& item : module.named_parameters(true))
             tensors_.add(item.key(), item.value());
