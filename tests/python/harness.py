@@ -1,7 +1,9 @@
 """Runs a function on `world` processes of this host, each in a torch.distributed job of the
 gradsync backend (and, where asked, a gloo group over the same store), and returns what each
-rank returned or raised. Processes are spawned (a fresh interpreter each) and killed if they
-outlive the harness's limit, so a hang fails its test instead of stalling the suite."""
+rank returned or raised. Processes are forked from a server process that imported torch and
+gradsync once (multiprocessing's forkserver: not from the test's own process, and 2 s sooner
+than a fresh interpreter that imports torch) and killed if they outlive the harness's limit,
+so a hang fails its test instead of stalling the suite."""
 import datetime
 import multiprocessing
 import os
@@ -28,7 +30,8 @@ def _entry(rank, world, store, backend, timeout, target, args, results):
 
 def launch(world, target, *args, backend="gradsync", timeout=20.0, limit=120.0):
     """{rank: ("ok", value) | ("error", message, traceback) | ("lost", exitcode)}."""
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torch.distributed", "gradsync.torch"])  # before any thread pool starts
     results = context.Queue()
     outcome = {}
     with tempfile.TemporaryDirectory(prefix="gradsync-test-") as directory:
