@@ -56,6 +56,7 @@ TEST_CASE("calibrate returns the same plausible fit on every rank", "[calibratio
             return gp::calibrate<double>(comm, counts, 3, gradsync::average{}, gradsync::ring{});
         });
         for (const auto* results : {&fp32, &fp64}) {
+            const double largest_bytes = double(counts[3]) * (results == &fp32 ? sizeof(float) : sizeof(double));
             for (const rank_result& r : *results) {
                 INFO(r.o.what);
                 REQUIRE(r.o.k == kind::ok);
@@ -66,7 +67,9 @@ TEST_CASE("calibrate returns the same plausible fit on every rank", "[calibratio
             const gp::fit_result& f = (*results)[0].fit;
             CHECK(f.cost.b > 0);          // 1 MiB takes longer than 4 KiB
             CHECK(f.cost.b < 1e-6);       // faster than 1 MB/s between threads
-            CHECK(f.cost.a > -1e-3);      // an intercept near zero, never far below it
+            // An intercept near zero, never far below it: a loaded machine that slows the
+            // largest point (memory shared with other work) tilts the line by a few ms.
+            CHECK(f.cost.a > -0.25 * (f.cost.a + f.cost.b * largest_bytes));
             CHECK(f.cost.a < 0.1);
             CHECK(f.residual_rms_s >= 0);
         }

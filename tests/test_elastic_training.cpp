@@ -68,11 +68,15 @@ struct job {
     std::vector<std::filesystem::path> out;
     std::vector<std::unique_ptr<child_process>> processes;
 
-    // `images` training images, 2 epochs, at least `min_ranks`.
-    explicit job(std::string job_prefix, long images = 6000, int min_ranks = 2) : prefix(std::move(job_prefix))
+    // `images` training images, 2 epochs, at least `min_ranks`, the first step once `start_ranks`
+    // are in (the fault drills count steps from the start: a process still loading its data
+    // while the others took step K would miss its drill).
+    explicit job(std::string job_prefix, long images = 6000, int min_ranks = 2, int start_ranks = 4)
+        : prefix(std::move(job_prefix))
     {
         common = {"--store", hosts().root_address() + ":" + std::to_string(server.port()), "--prefix", prefix,
                   "--epochs", "2", "--train-limit", std::to_string(images), "--min-ranks", std::to_string(min_ranks),
+                  "--start-ranks", std::to_string(start_ranks),
                   "--lease-ms", std::to_string(lease_ms), "--deadline-ms", std::to_string(deadline_ms),
                   "--formation-timeout-ms", "10000"};
     }
@@ -151,8 +155,8 @@ struct job {
 
     // The last generation process i said it was in ("joined: generation G", "restarted:
     // generation G"), plus `later`. The processes start together but may join in different
-    // generations (one slower to start enters as a newcomer), so the cases count from the
-    // generation a struck process was in.
+    // generations (one slower to start enters as a newcomer before the first step), so the
+    // cases count from the generation a struck process was in.
     std::string generation_after(std::size_t i, int later = 1) const
     {
         std::istringstream lines(output(i));
@@ -265,7 +269,7 @@ TEST_CASE("elastic training: a process killed mid-backward: the survivors end as
     const double killed = finished_together(j, {0, 1, 2}, next);
     recovered(j, {0, 1, 2}, next, j.time_of(3, "fault drill:"), "a kill mid-backward");
 
-    job three("three", 6000, 3);
+    job three("three", 6000, 3, 3);
     for (int host = 1; host <= 3; ++host)
         three.start(host, {"--resume", commit});
     std::string any;

@@ -5,9 +5,10 @@
 // "Training", is its manual.
 //
 //   GRADSYNC_REDIS_PASSWORD=... elastic_fashion_mnist --store HOST:PORT --address ADDRESS
-//       [--prefix P] [--min-ranks N] [--epochs E] [--batch B] [--train-limit IMAGES] [--seed S]
-//       [--lease-ms MS] [--deadline-ms MS] [--formation-timeout-ms MS] [--data DIR]
-//       [--fail-at-step K] [--checkpoint FILE --checkpoint-step K] [--resume FILE]
+//       [--prefix P] [--min-ranks N] [--start-ranks N] [--epochs E] [--batch B]
+//       [--train-limit IMAGES] [--seed S] [--lease-ms MS] [--deadline-ms MS]
+//       [--formation-timeout-ms MS] [--data DIR] [--fail-at-step K]
+//       [--checkpoint FILE --checkpoint-step K] [--resume FILE]
 //
 // Prints a line when it joins, each time the loop restarts and at the end of each epoch (rank
 // 0), with the monotonic clock's time (the same on every process of a host); at the end its
@@ -35,6 +36,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <thread>
 
 namespace {
 
@@ -44,6 +46,7 @@ struct run_options {
     std::string address;
     std::string prefix = "fashion_mnist";
     int min_ranks = 1;
+    int start_ranks = 1; // members to wait for before the first step
     int epochs = 2;
     int batch = 32;
     std::uint64_t seed = 1;
@@ -60,7 +63,7 @@ struct run_options {
 
 constexpr const char* usage =
     "usage: elastic_fashion_mnist --store HOST:PORT --address ADDRESS [--prefix P] [--min-ranks N]\n"
-    "           [--epochs E] [--batch B] [--train-limit IMAGES] [--seed S] [--lease-ms MS]\n"
+    "           [--start-ranks N] [--epochs E] [--batch B] [--train-limit IMAGES] [--seed S] [--lease-ms MS]\n"
     "           [--deadline-ms MS] [--formation-timeout-ms MS] [--data DIR] [--fail-at-step K]\n"
     "           [--checkpoint FILE --checkpoint-step K] [--resume FILE]\n"
     "the store's password, if it has one: GRADSYNC_REDIS_PASSWORD\n";
@@ -101,6 +104,8 @@ run_options parse_options(int argc, char** argv)
             o.prefix = v;
         else if (flag == "--min-ranks")
             o.min_ranks = int(whole(flag, v, 1));
+        else if (flag == "--start-ranks")
+            o.start_ranks = int(whole(flag, v, 1));
         else if (flag == "--epochs")
             o.epochs = int(whole(flag, v, 1));
         else if (flag == "--batch")
@@ -196,6 +201,7 @@ int main(int argc, char** argv)
         gradsync::elastic_state state(group, *model, sgd,
                                       o.resume.empty() ? gradsync::elastic_position{} : read_checkpoint(o.resume, model, sgd));
         gradsync::elastic_position& at = state.position;
+        const std::int64_t first_step = at.step;
         if (o.fail_at_step >= 0)
             model->fc1->weight.register_hook([&](const torch::Tensor& g) {
                 if (at.step == o.fail_at_step) {
@@ -213,6 +219,13 @@ int main(int argc, char** argv)
                             static_cast<unsigned long long>(group.generation()), comm.rank(), comm.size(),
                             static_cast<long long>(at.epoch), static_cast<long long>(at.sample),
                             state.restarted_after().c_str());
+            // As horovodrun's -np: the first step waits for start_ranks members (a commit
+            // re-forms the group with each newcomer); later the job goes on with fewer.
+            // Every member decides alike: the position is rank 0's.
+            while (at.step == first_step && comm.size() < o.start_ranks) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                state.commit();
+            }
             gradsync::data_parallel<float, gradsync::gloo_communicator> dp(comm, *model);
             const fashion_mnist::options schedule; // the example's peak rate and warm-up
             for (bool first = true; at.epoch < o.epochs; at.next_epoch()) {
