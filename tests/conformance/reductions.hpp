@@ -5,13 +5,13 @@
 // which registers the TEST_CASEs (tag [reductions]). For each N the harness runs (local_group:
 // 1..5 and 7; a launched job: the launcher's N), each policy and type (a launched job: Sum
 // over the integers, the other policies over float and int32; see runs() and types_for):
-//  - every algorithm (a launched job: ring and shared_memory): ring, recursive_halving,
+//  - the algorithms (which over which type: runs()): ring, recursive_halving,
 //    recursive_doubling, hierarchical (nodes of N/2 ranks where N is even, else of one, and
 //    the communicator's one node), shared_memory, automatic and tuned (two rounds, so that
 //    its calls run every candidate and then the one it kept);
 //  - layouts {} (no element), {1}, {0, 1, 0} and {500, 0, 1, 7, 493}: one-shot allreduce,
 //    then a reducer called twice (tuned: fifteen times), each call on the same input;
-//  - the integers' wraparound at their limits (int8's 127 + 1 among them), every algorithm.
+//  - the integers' wraparound at their limits (int8's 127 + 1 among them).
 // Checks (docs/semantics.md): every result equals the reference, the ranks' inputs combined
 // in rank order by the plain operations below, and every rank's result has rank 0's bits.
 // The inputs make the rank-order reference every algorithm's result: integer arithmetic
@@ -201,33 +201,52 @@ inline const char* algorithm_label(std::size_t a)
 // tuned runs its candidates (up to 7) twice each, then the one it kept.
 inline std::size_t reducer_calls(std::size_t a) { return a == 7 ? 15 : 2; }
 
-// Whether harness H runs algorithm a: in-process every one; in a launched job ring and
-// shared_memory (the message path, and the one automatic takes on one host), whose transport
-// carries the policies' bytes as it carries Sum's (the allreduce matrix runs Sum on every
-// algorithm there), while their combines are the code the in-process matrix checks on every
-// algorithm. Every reducer type costs each transport's program compile time.
-template <class H>
+// Whether harness H runs algorithm a over element type T. In-process: ring and shared_memory
+// over every type; the other algorithms that combine (recursive halving and doubling,
+// hierarchical) over one type of each element size, floating and integer at 4 bytes (int8,
+// half, float, int32, int64), since what they do with an element beyond the combine that
+// ring and shared_memory check on every type is cut, place and send it by its size; the two
+// that choose among them (automatic, tuned), whose choosing does not depend on the type, over
+// float and int32. In a launched job ring and shared_memory (the message path, and the one
+// automatic takes on one host), whose transport carries the policies' bytes as it carries
+// Sum's (the allreduce matrix runs Sum on every algorithm there). Every reducer type costs
+// each program that holds it compile time (docs/results.md, "The test suite's time").
+template <class T>
+constexpr bool combines_over = std::is_same_v<T, std::int8_t> || std::is_same_v<T, gradsync::half> ||
+                               std::is_same_v<T, float> || std::is_same_v<T, std::int32_t> ||
+                               std::is_same_v<T, std::int64_t>;
+template <class T>
+constexpr bool chooses_over = std::is_same_v<T, float> || std::is_same_v<T, std::int32_t>;
+
+template <class H, class T>
 constexpr bool runs(std::size_t a)
 {
-    return H::in_process || a == 0 || a == 4;
+    if (a == 0 || a == 4)
+        return true;
+    if (!H::in_process)
+        return false;
+    return a < 6 ? combines_over<T> : chooses_over<T>;
 }
 
-template <class H, class F>
+template <class H, class T, class F>
 void with_algorithm(std::size_t a, int n, F&& f)
 {
     if (a == 0)
         return f(gradsync::ring{});
     if (a == 4)
         return f(gradsync::shared_memory{});
-    if constexpr (runs<H>(1)) {
+    if constexpr (H::in_process && combines_over<T>) {
         switch (a) {
         case 1: return f(gradsync::recursive_halving{});
         case 2: return f(gradsync::recursive_doubling{});
         case 3: return f(gradsync::hierarchical{.ranks_per_node = n % 2 == 0 ? n / 2 : 1});
         case 5: return f(gradsync::hierarchical{});
-        case 6: return f(gradsync::automatic{});
-        default: return f(gradsync::tuned{.rounds = 2});
         }
+    }
+    if constexpr (H::in_process && chooses_over<T>) {
+        if (a == 6)
+            return f(gradsync::automatic{});
+        return f(gradsync::tuned{.rounds = 2});
     }
 }
 
@@ -252,8 +271,8 @@ void run_cases(const std::vector<int>& sizes, const std::vector<std::vector<std:
                 for (std::size_t s : layers)
                     count += s;
                 for (std::size_t a = 0; a < algorithms; ++a)
-                    if (runs<H>(a))
-                        with_algorithm<H>(a, n, [&](auto algo) {
+                    if (runs<H, T>(a))
+                        with_algorithm<H, T>(a, n, [&](auto algo) {
                             const std::vector<T> in = inputs(n, l, a, r, count);
                             std::vector<T> data = in;
                             gradsync::allreduce(comm, std::span<T>(data), Policy{}, algo, layers);
@@ -276,7 +295,7 @@ void run_cases(const std::vector<int>& sizes, const std::vector<std::vector<std:
         const auto here = std::size_t(H::checked_rank());
         for (std::size_t l = 0; l < layouts.size(); ++l)
             for (std::size_t a = 0; a < algorithms; ++a) {
-                if (!runs<H>(a))
+                if (!runs<H, T>(a))
                     continue;
                 std::size_t count = 0;
                 for (std::size_t s : layouts[l])
