@@ -1,6 +1,7 @@
-// The conformance suites (tests/conformance/adasum.hpp and movement.hpp here, allreduce.hpp,
-// misuse.hpp, reductions.hpp and tuned in test_mpi_conformance.cpp: two sources, so that a build
-// compiles them side by side) and the broadcasts over a real transport, for the launcher's N.
+// The conformance suites (tests/conformance/adasum.hpp, misuse.hpp and movement.hpp here;
+// allreduce.hpp, reductions.hpp and tuned in test_mpi_conformance.cpp, a source of its own so
+// that a build compiles the two side by side, left out under the sanitizers: see
+// tests/CMakeLists.txt) and the broadcasts over a real transport, for the launcher's N.
 // Compiled three times: GRADSYNC_TEST_TRANSPORT_MPI (gradsync::mpi_communicator over
 // MPI_COMM_WORLD), GRADSYNC_TEST_TRANSPORT_BOOST_MPI (gradsync::boost_mpi_communicator over
 // boost::mpi::communicator()) and GRADSYNC_TEST_TRANSPORT_GLOO (gradsync::gloo_communicator
@@ -12,6 +13,7 @@
 #include "mpi_transport.hpp"
 
 #include "conformance/adasum.hpp"
+#include "conformance/misuse.hpp"
 #include "conformance/movement.hpp"
 
 namespace {

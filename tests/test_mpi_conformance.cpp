@@ -1,9 +1,8 @@
-// The conformance suites tests/conformance/allreduce.hpp, misuse.hpp and reductions.hpp over
-// the transport of mpi_transport.hpp, and tuned over it: test_mpi.cpp's program's other source.
+// The conformance suites tests/conformance/allreduce.hpp and reductions.hpp over the
+// transport of mpi_transport.hpp, and tuned over it: test_mpi.cpp's program's other source.
 #include "mpi_transport.hpp"
 
 #include "conformance/allreduce.hpp"
-#include "conformance/misuse.hpp"
 #include "conformance/reductions.hpp"
 
 // tuned over the transport: every call exact, tuning or not (two rounds: 12 tuning calls, the
