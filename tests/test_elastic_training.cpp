@@ -109,14 +109,16 @@ struct job {
         return i;
     }
 
-    // A process on each of hosts 1 to 4; where fail_at is not negative, host 4's SIGKILLs
-    // itself in the middle of that step's backward pass (the example's fault drill).
-    void start_four(long fail_at = -1)
+    // A process on each of hosts 1 to 4, each with `extra`; where fail_at is not negative, host
+    // 4's SIGKILLs itself in the middle of that step's backward pass (the example's fault drill).
+    void start_four(long fail_at = -1, const std::vector<std::string>& extra = {})
     {
         for (int host = 1; host <= 3; ++host)
-            start(host);
-        start(4, fail_at >= 0 ? std::vector<std::string>{"--fail-at-step", std::to_string(fail_at)}
-                              : std::vector<std::string>{});
+            start(host, extra);
+        std::vector<std::string> fourth = extra;
+        if (fail_at >= 0)
+            fourth.insert(fourth.end(), {"--fail-at-step", std::to_string(fail_at)});
+        start(4, fourth);
     }
 
     std::string output(std::size_t i) const
@@ -258,12 +260,7 @@ TEST_CASE("elastic training: a process killed mid-backward: the survivors end as
 {
     job j("kill");
     const std::string commit = j.dir.file("commit").string();
-    const std::vector<std::string> checkpoint{"--checkpoint", commit, "--checkpoint-step", "40"};
-    for (int host = 1; host <= 3; ++host)
-        j.start(host, checkpoint);
-    std::vector<std::string> failing = checkpoint;
-    failing.insert(failing.end(), {"--fail-at-step", "40"});
-    j.start(4, failing);
+    j.start_four(40, {"--checkpoint", commit, "--checkpoint-step", "40"});
     CHECK(j.finish(3) == "ended by signal 9");
     std::string next = j.generation_after(3);
     const double killed = finished_together(j, {0, 1, 2}, next);

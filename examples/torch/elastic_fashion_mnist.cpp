@@ -63,8 +63,9 @@ struct run_options {
 
 constexpr const char* usage =
     "usage: elastic_fashion_mnist --store HOST:PORT --address ADDRESS [--prefix P] [--min-ranks N]\n"
-    "           [--start-ranks N] [--epochs E] [--batch B] [--train-limit IMAGES] [--seed S] [--lease-ms MS]\n"
-    "           [--deadline-ms MS] [--formation-timeout-ms MS] [--data DIR] [--fail-at-step K]\n"
+    "           [--start-ranks N] [--epochs E] [--batch B] [--train-limit IMAGES] [--seed S]\n"
+    "           [--lease-ms MS] [--deadline-ms MS] [--formation-timeout-ms MS] [--data DIR]\n"
+    "           [--fail-at-step K]\n"
     "           [--checkpoint FILE --checkpoint-step K] [--resume FILE]\n"
     "the store's password, if it has one: GRADSYNC_REDIS_PASSWORD\n";
 
