@@ -29,6 +29,8 @@ side_list() { # POLICY: SIDES, for Adasum only gradsync's (SMPI's have no Adasum
 }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT # a signal ends the script through its EXIT trap, so $work goes too
+trap 'exit 143' TERM
 for platform in $platforms; do
   per=${platform##*_}
   csv=$out/$platform.csv
@@ -36,6 +38,8 @@ for platform in $platforms; do
   for n in $ranks; do
     for ((h = 0; h < (n + per - 1) / per; h++)); do echo "host-$h:$per"; done > "$work/hosts"
     for policy in sum adasum; do
+      # SIDES of SMPI's alone: nothing to run for Adasum
+      if [ -n "$sides" ] && [ -z "$(side_list "$policy")" ]; then continue; fi
       start=$SECONDS
       # smpirun unrolls the hostfile into the directory it runs in: $work, not the tree
       (cd "$work" && smpirun -np "$n" -platform "$root/bench/simulation/platforms/$platform.xml" -hostfile hosts \
