@@ -200,6 +200,8 @@ call gradsync_call(gradsync::mpi_communicator& comm, const options& o, const std
 call make_call(gradsync::mpi_communicator& comm, const options& o, const std::string& side, std::size_t count)
 {
     if (const smpi_side* s = find_smpi(side)) {
+        MV2_Allreducection = nullptr; // as in a simulation of this side alone
+        MV2_Allreduce_intra_function = nullptr;
         // SMPI's algorithms take no MPI_IN_PLACE (MPI_Allreduce copies for them), so neither
         // do they here: the copy is arithmetic, which the study leaves out for both sides.
         auto input = std::make_shared<std::vector<float>>(count);

@@ -1,29 +1,22 @@
-// A malloc preloaded into smpirun by scripts/scale_study.sh: SMPI's own allreduce algorithms
-// take their scratch from libsimgrid's plain malloc, one buffer per simulated rank as large as
-// the message, N × M bytes in the one process (64 GiB at N = 1 024 and 64 MiB), which the
-// program's shared_memory_hook cannot reach. With GRADSYNC_SHARED_MALLOC_FROM=BYTES in the
-// environment, every malloc of at least BYTES is instead a mapping of one memory file that all
-// such blocks share, as SMPI's shared malloc does for the program's buffers: simulated time
-// does not depend on the values (the arithmetic is left out of it), which are garbage.
-// Unset or 0: every call is glibc's. calloc and the aligned allocations stay glibc's (they
-// are not the collectives' scratch: libsimgrid's context stacks are aligned allocations);
-// free and realloc recognise the shared blocks by their address. The program smpirun runs is
-// not reached: SMPI loads it with RTLD_DEEPBIND, which binds its calls to glibc first.
+// An operator new[] preloaded into smpirun by scripts/scale_study.sh. SMPI's own allreduce
+// algorithms take their scratch from libsimgrid as new unsigned char[], one buffer per
+// simulated rank as large as the message: N × M bytes in the one process (64 GiB at N = 1 024
+// and 64 MiB), which the program's shared_memory_hook cannot reach. With
+// GRADSYNC_SHARED_MALLOC_FROM=BYTES in the environment, every new[] of at least BYTES that
+// libsimgrid's code calls is instead a mapping of one memory file that all such blocks share,
+// as SMPI's shared malloc does for the program's buffers: simulated time does not depend on
+// the values (the arithmetic is left out of it), which are garbage. Unset or 0, or any other
+// allocation: the default operator new[]. The program smpirun runs is not reached: SMPI loads
+// it with RTLD_DEEPBIND, which binds its calls to its own operators and libstdc++'s first.
+#include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-
-extern "C" {
-void* __libc_malloc(std::size_t);
-void __libc_free(void*);
-void* __libc_realloc(void*, std::size_t);
-}
 
 namespace {
 
@@ -31,6 +24,29 @@ namespace {
 // slot; 16 384 slots of 1 GiB cover every live scratch buffer of 1 024 ranks.
 constexpr std::size_t slot_bytes = std::size_t(1) << 30;
 constexpr std::size_t slots = 16384;
+
+// libsimgrid's code, where the collectives' scratch is asked for: only its own calls of
+// operator new[] are shared. Its C++ containers allocate through operator new, and they must
+// stay private (at N = 1 024 a hash table's buckets pass 1 MiB).
+struct code_range {
+    std::uintptr_t begin = 0, end = 0;
+};
+
+int find_simgrid(dl_phdr_info* info, std::size_t, void* out)
+{
+    if (!info->dlpi_name || !std::strstr(info->dlpi_name, "libsimgrid"))
+        return 0;
+    auto* range = static_cast<code_range*>(out);
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+        if (segment.p_type == PT_LOAD && (segment.p_flags & PF_X)) {
+            range->begin = info->dlpi_addr + segment.p_vaddr;
+            range->end = range->begin + segment.p_memsz;
+            return 1;
+        }
+    }
+    return 0;
+}
 
 struct shared_blocks {
     std::atomic_flag busy = ATOMIC_FLAG_INIT;
@@ -42,8 +58,8 @@ struct shared_blocks {
     std::size_t next = 0; // slots below it have been used
     std::size_t free_count = 0;
     std::size_t free_slots[slots];
-    std::size_t bytes[slots];  // asked for
     std::size_t mapped[slots]; // of the file, kept when the block is freed
+    code_range simgrid;
 };
 
 shared_blocks blocks;
@@ -70,7 +86,7 @@ bool shared(const void* p)
 
 std::size_t slot_of(const void* p) { return std::size_t(static_cast<const char*>(p) - blocks.arena.load()) / slot_bytes; }
 
-// Under the guard. False: no shared memory can be had (then the caller uses glibc's).
+// Under the guard. False: no shared block for n bytes (then the default operator new[]).
 bool ready(std::size_t n)
 {
     if (!blocks.read) {
@@ -81,6 +97,7 @@ bool ready(std::size_t n)
     if (blocks.from == 0 || n < blocks.from || n > slot_bytes)
         return false;
     if (!blocks.arena) {
+        dl_iterate_phdr(find_simgrid, &blocks.simgrid);
         void* arena = mmap(nullptr, slots * slot_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         const int file = memfd_create("gradsync-shared-malloc", 0);
         if (arena == MAP_FAILED || file < 0) {
@@ -103,12 +120,15 @@ bool ready(std::size_t n)
 // A freed slot keeps its mapping, so that the next block of at most its size reuses it with
 // its pages already in the page table: 1 024 ranks' scratch of 64 MiB is 16 million pages,
 // and faulting them in again on every call would cost more than the simulation.
-void* shared_allocate(std::size_t n)
+void* shared_allocate(std::size_t n, const void* caller)
 {
     if (blocks.read.load(std::memory_order_acquire) && (blocks.from == 0 || n < blocks.from))
-        return nullptr; // glibc's, without taking the guard
+        return nullptr; // the default, without taking the guard
     guard g;
     if (!ready(n))
+        return nullptr;
+    const auto from = reinterpret_cast<std::uintptr_t>(caller);
+    if (from < blocks.simgrid.begin || from >= blocks.simgrid.end)
         return nullptr;
     std::size_t slot = slots;
     for (std::size_t i = 0; i < blocks.free_count; ++i)
@@ -128,7 +148,6 @@ void* shared_allocate(std::size_t n)
         }
         blocks.mapped[slot] = page_rounded(n);
     }
-    blocks.bytes[slot] = n;
     return blocks.arena.load() + slot * slot_bytes;
 }
 
@@ -140,33 +159,21 @@ void shared_release(void* p)
 
 } // namespace
 
-extern "C" {
-
-void* malloc(std::size_t n)
+// SMPI's collectives take their scratch as new unsigned char[]: operator new[] called from
+// libsimgrid's code is shared; every other allocation is the default one.
+void* operator new[](std::size_t n)
 {
-    if (void* p = shared_allocate(n))
+    if (void* p = shared_allocate(n, __builtin_return_address(0)))
         return p;
-    return __libc_malloc(n);
+    return ::operator new(n);
 }
 
-void free(void* p)
+void operator delete[](void* p) noexcept
 {
     if (shared(p))
         shared_release(p);
     else
-        __libc_free(p);
+        ::operator delete(p);
 }
 
-void* realloc(void* p, std::size_t n)
-{
-    if (!shared(p))
-        return __libc_realloc(p, n);
-    void* q = malloc(n);
-    if (q) {
-        std::memcpy(q, p, std::min(n, blocks.bytes[slot_of(p)]));
-        free(p);
-    }
-    return q;
-}
-
-} // extern "C"
+void operator delete[](void* p, std::size_t) noexcept { operator delete[](p); }

@@ -32,6 +32,14 @@ GRADSYNC_SMPI_ALLREDUCE(impi)
 #undef GRADSYNC_SMPI_ALLREDUCE
 } // namespace simgrid::smpi
 
+// MVAPICH2's two-level algorithm, which `mpich` calls for commutative operations, takes its
+// algorithms between hosts and inside one from these globals of libsimgrid: the `mvapich2`
+// selector sets them on each call, for its message size, and unset they default to recursive
+// doubling and `mpich`. scale_study.cpp unsets them before each side, so that no side's time
+// depends on the sides that ran before it in the same simulation.
+extern int (*MV2_Allreducection)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
+extern int (*MV2_Allreduce_intra_function)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
+
 namespace scale_study {
 
 using smpi_allreduce = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);

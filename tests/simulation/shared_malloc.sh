@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The scale study's preloaded malloc (bench/simulation/shared_malloc_preload.cpp): SMPI's own
+# The scale study's preloaded operator new[] (bench/simulation/shared_malloc_preload.cpp): SMPI's own
 # algorithms and gradsync's, 16 ranks, 4 MiB, timed with every allocation private (--check:
-# every result exact) and again with the preload sharing every allocation of 1 MiB or more.
+# every result exact) and again with the preload sharing SMPI's scratch arrays of 1 MiB or more.
 # The simulated times must be the same to the bit, and the shared run's results not exact
 # (else nothing was shared).
 # usage: shared_malloc.sh SMPIRUN SCALE_STUDY PLATFORM PRELOAD
